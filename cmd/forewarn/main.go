@@ -1,0 +1,56 @@
+// Command forewarn is the Forewarn server, its operator CLI and, later,
+// its node agent and load harness.
+//
+//	forewarn serve [flags]            run the metadata and operator APIs
+//	forewarn event create|list|approve|start|complete|cancel ...
+//	forewarn vm list|restart|redeploy ...
+//
+// Run a subcommand with -h for its flags.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+const usage = `usage: forewarn <command> [arguments]
+
+commands:
+  serve     run the metadata API and the operator API
+  event     create, list, approve, start, complete or cancel events
+  vm        list VMs, restart or redeploy a VM
+
+Run 'forewarn <command> -h' for a command's flags.
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run dispatches to a subcommand and returns the process exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "serve":
+		return runServe(ctx, args[1:], stdout, stderr)
+	case "event":
+		return runEvent(ctx, args[1:], stdout, stderr)
+	case "vm":
+		return runVM(ctx, args[1:], stdout, stderr)
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	fmt.Fprintf(stderr, "forewarn: unknown command %q\n\n%s", args[0], usage)
+	return 2
+}

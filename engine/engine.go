@@ -1,0 +1,622 @@
+// Package engine is the lifecycle state machine of Forewarn and the only
+// owner of deadlines. It creates events, starts them at NotBefore or on
+// approval, completes them when their impact is over, writes every change
+// through a forewarn.Store before acknowledging it, and publishes each
+// VM's resulting view to the API renderers.
+//
+// The engine is provider-neutral: it knows VMs, events and scopes, not
+// wire formats. Deadlines are driven by one runtime timer per pending
+// event; nothing polls.
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/forewarn/forewarn"
+)
+
+// retryDelay is how long a deadline whose store write failed waits
+// before the engine tries it again.
+const retryDelay = time.Second
+
+// Config configures an Engine.
+type Config struct {
+	// Store persists every change. Required.
+	Store forewarn.Store
+	// Fleet is the set of VMs. Required.
+	Fleet *forewarn.Fleet
+	// Logger receives lifecycle logs; nil discards them.
+	Logger *slog.Logger
+	// AllowShortNotice accepts notices below the per-type minimum.
+	AllowShortNotice bool
+}
+
+// Validate reports whether c is complete.
+func (c *Config) Validate() error {
+	if c.Store == nil {
+		return forewarn.Errorf(forewarn.EINVALID, "engine: no store")
+	}
+	if c.Fleet == nil || len(c.Fleet.VMs) == 0 {
+		return forewarn.Errorf(forewarn.EINVALID, "engine: empty fleet")
+	}
+	return nil
+}
+
+// Spec describes an event to create.
+type Spec struct {
+	Type forewarn.EventType
+	// VMs are the names of the affected VMs, the event's Resources.
+	VMs []string
+	// Notice is the time from now to NotBefore; 0 means the type's minimum.
+	Notice time.Duration
+	// Duration is the announced impact in seconds; nil means -1 (unknown).
+	Duration *int
+	// Source defaults to Platform.
+	Source      forewarn.Source
+	Description string
+	// Lasts is how long the event stays Started; 0 means the type's default.
+	Lasts time.Duration
+	// Started creates the event already Started, as an unplanned event
+	// such as a hardware failure is.
+	Started bool
+}
+
+// View is one VM's metadata document as of one change: its incarnation
+// and the active events it can see. A View is immutable; when the VM's
+// document changes, a new View replaces it and Changed is closed.
+type View struct {
+	VM *forewarn.VM
+	// Incarnation is the DocumentIncarnation; it never decreases.
+	Incarnation int64
+	// Events are the visible Scheduled and Started events, oldest first.
+	// They must not be modified.
+	Events  []*forewarn.Event
+	changed chan struct{}
+}
+
+// Changed returns a channel that is closed when a newer View replaces v.
+func (v *View) Changed() <-chan struct{} { return v.changed }
+
+// VMInfo is a VM with its current document state, for the operator.
+type VMInfo struct {
+	forewarn.VM
+	Incarnation int64 `json:"incarnation"`
+	// Events are the IDs of the active events the VM can see.
+	Events []string `json:"events"`
+}
+
+// Engine runs the lifecycle of every event of one fleet.
+type Engine struct {
+	store      forewarn.Store
+	fleet      *forewarn.Fleet
+	log        *slog.Logger
+	allowShort bool
+
+	// views is built once in New and only read afterwards.
+	views map[string]*atomic.Pointer[View]
+
+	mu     sync.Mutex
+	closed bool
+	rev    int64
+	events map[string]*forewarn.Event
+	inc    map[string]int64
+	timers map[string]*time.Timer
+	subs   []func(*View)
+}
+
+// New loads the store's state, applies every deadline that passed while
+// no engine ran, and arms the timers of the rest.
+func New(ctx context.Context, cfg Config) (*Engine, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	st, err := cfg.Store.Load(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("load store: %w", err)
+	}
+	e := &Engine{
+		store:      cfg.Store,
+		fleet:      cfg.Fleet,
+		log:        log,
+		allowShort: cfg.AllowShortNotice,
+		views:      make(map[string]*atomic.Pointer[View], len(cfg.Fleet.VMs)),
+		rev:        st.Revision,
+		events:     make(map[string]*forewarn.Event, len(st.Events)),
+		inc:        make(map[string]int64, len(cfg.Fleet.VMs)),
+		timers:     make(map[string]*time.Timer),
+	}
+	for _, ev := range st.Events {
+		e.events[ev.ID] = ev
+	}
+	for _, vm := range cfg.Fleet.VMs {
+		e.inc[vm.Name] = max(st.Incarnations[vm.Name], 1)
+		p := new(atomic.Pointer[View])
+		p.Store(e.buildView(vm))
+		e.views[vm.Name] = p
+	}
+
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	now := time.Now()
+	var due []*forewarn.Event
+	for _, ev := range e.events {
+		if c := advance(ev, now); c != nil {
+			due = append(due, c)
+		}
+	}
+	if len(due) > 0 {
+		if err := e.commit(ctx, due); err != nil {
+			return nil, fmt.Errorf("apply missed deadlines: %w", err)
+		}
+		log.Info("applied deadlines missed while stopped", "events", len(due))
+	}
+	for _, ev := range e.events {
+		e.arm(ev, now)
+	}
+	return e, nil
+}
+
+// Close stops every timer. Later operations return EUNAVAILABLE. It does
+// not close the store.
+func (e *Engine) Close() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.closed = true
+	for id, t := range e.timers {
+		t.Stop()
+		delete(e.timers, id)
+	}
+	return nil
+}
+
+// Fleet returns the engine's fleet. It must not be modified.
+func (e *Engine) Fleet() *forewarn.Fleet { return e.fleet }
+
+// View returns the current view of the VM named name, or nil.
+func (e *Engine) View(name string) *View {
+	p := e.views[name]
+	if p == nil {
+		return nil
+	}
+	return p.Load()
+}
+
+// Subscribe calls fn with every VM's current view now and with each new
+// view as it is published, in order. fn runs with the engine locked: it
+// must be quick and must not call the engine.
+func (e *Engine) Subscribe(fn func(*View)) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.subs = append(e.subs, fn)
+	for _, vm := range e.fleet.VMs {
+		fn(e.views[vm.Name].Load())
+	}
+}
+
+// Event returns a copy of the event with the given ID.
+// Errors: ENOTFOUND.
+func (e *Engine) Event(id string) (*forewarn.Event, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	ev, err := e.lookup(id)
+	if err != nil {
+		return nil, err
+	}
+	return ev.Clone(), nil
+}
+
+// Events returns copies of every event, active and ended, oldest first.
+func (e *Engine) Events() []*forewarn.Event {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make([]*forewarn.Event, 0, len(e.events))
+	for _, ev := range e.events {
+		out = append(out, ev.Clone())
+	}
+	sortEvents(out)
+	return out
+}
+
+// VMs returns every VM with its incarnation and visible active events.
+func (e *Engine) VMs() []VMInfo {
+	out := make([]VMInfo, 0, len(e.fleet.VMs))
+	for _, vm := range e.fleet.VMs {
+		v := e.View(vm.Name)
+		info := VMInfo{VM: *vm, Incarnation: v.Incarnation, Events: []string{}}
+		for _, ev := range v.Events {
+			info.Events = append(info.Events, ev.ID)
+		}
+		out = append(out, info)
+	}
+	return out
+}
+
+// Create validates s and creates its event, durably, before returning it.
+// Errors: EINVALID for a bad spec or a notice below the minimum,
+// ENOTFOUND for an unknown VM, EUNAVAILABLE after Close.
+func (e *Engine) Create(ctx context.Context, s Spec) (*forewarn.Event, error) {
+	if _, err := forewarn.ParseEventType(string(s.Type)); err != nil {
+		return nil, err
+	}
+	if len(s.VMs) == 0 {
+		return nil, forewarn.Errorf(forewarn.EINVALID, "an event needs at least one VM")
+	}
+	for i, name := range s.VMs {
+		vm := e.fleet.VM(name)
+		if vm == nil {
+			return nil, forewarn.Errorf(forewarn.ENOTFOUND, "unknown VM %q", name)
+		}
+		if vm.Provider != forewarn.Azure {
+			return nil, forewarn.Errorf(forewarn.EINVALID, "VM %q is a %s VM; %s events are for Azure VMs", name, vm.Provider, s.Type)
+		}
+		if slices.Contains(s.VMs[:i], name) {
+			return nil, forewarn.Errorf(forewarn.EINVALID, "VM %q is named twice", name)
+		}
+	}
+	notice := s.Notice
+	switch {
+	case notice < 0:
+		return nil, forewarn.Errorf(forewarn.EINVALID, "notice %s is negative", notice)
+	case notice == 0:
+		notice = s.Type.MinNotice()
+	case notice < s.Type.MinNotice() && !e.allowShort && !s.Started:
+		return nil, forewarn.Errorf(forewarn.EINVALID,
+			"notice %s is below the %s minimum for %s (the server's --allow-short-notice lifts this)",
+			notice, s.Type.MinNotice(), s.Type)
+	}
+	duration := -1
+	if s.Duration != nil {
+		duration = *s.Duration
+		if duration < -1 {
+			return nil, forewarn.Errorf(forewarn.EINVALID, "duration %d is below -1", duration)
+		}
+	}
+	source := s.Source
+	if source == "" {
+		source = forewarn.Platform
+	} else if _, err := forewarn.ParseSource(string(source)); err != nil {
+		return nil, err
+	}
+	lasts := s.Lasts
+	switch {
+	case lasts < 0:
+		return nil, forewarn.Errorf(forewarn.EINVALID, "lasts %s is negative", lasts)
+	case lasts == 0:
+		lasts = s.Type.DefaultLasts()
+	}
+
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil, errClosed
+	}
+	now := time.Now()
+	ev := &forewarn.Event{
+		ID:          newID(),
+		Type:        s.Type,
+		Status:      forewarn.Scheduled,
+		Resources:   slices.Clone(s.VMs),
+		NotBefore:   ceilSecond(now.Add(notice)),
+		Duration:    duration,
+		Source:      source,
+		Description: s.Description,
+		Lasts:       lasts,
+		Created:     now.Round(0),
+	}
+	if s.Started {
+		ev.Status = forewarn.Started
+		ev.NotBefore = time.Time{}
+		ev.StartedAt = now.Round(0)
+	}
+	if err := e.commit(ctx, []*forewarn.Event{ev}); err != nil {
+		return nil, err
+	}
+	e.arm(ev, now)
+	e.log.Info("event created", "event", ev.ID, "type", ev.Type, "status", ev.Status, "resources", ev.Resources)
+	return ev.Clone(), nil
+}
+
+// Approve records approvals of the events ids by the VM named by (or by
+// forewarn.Operator) and starts every approved Scheduled event at once.
+// All ids are checked before anything is written: one bad id approves
+// nothing. Approving an event that is already approved, already Started
+// or just ended succeeds without change.
+// Errors: ENOTFOUND for an unknown id or one the VM cannot see,
+// EUNAVAILABLE after Close.
+func (e *Engine) Approve(ctx context.Context, by string, ids []string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return errClosed
+	}
+	var approver *forewarn.VM
+	if by != forewarn.Operator {
+		if approver = e.fleet.VM(by); approver == nil {
+			return forewarn.Errorf(forewarn.ENOTFOUND, "unknown VM %q", by)
+		}
+	}
+	now := time.Now()
+	var changed []*forewarn.Event
+	for _, id := range ids {
+		ev, err := e.lookup(id)
+		if err == nil && approver != nil && !e.fleet.Visible(approver, ev) {
+			err = forewarn.Errorf(forewarn.ENOTFOUND, "no event %q for VM %s", id, by)
+		}
+		if err != nil {
+			return err
+		}
+		if !ev.Status.Active() {
+			continue
+		}
+		if i := slices.IndexFunc(changed, func(c *forewarn.Event) bool { return c.ID == ev.ID }); i >= 0 {
+			continue
+		}
+		if slices.ContainsFunc(ev.Approvals, func(a forewarn.Approval) bool { return a.By == by }) {
+			continue
+		}
+		c := ev.Clone()
+		c.Approvals = append(c.Approvals, forewarn.Approval{By: by, At: now.Round(0)})
+		if a := advance(c, now); a != nil {
+			c = a
+		}
+		changed = append(changed, c)
+	}
+	if len(changed) == 0 {
+		return nil
+	}
+	if err := e.commit(ctx, changed); err != nil {
+		return err
+	}
+	for _, c := range changed {
+		e.arm(c, now)
+		e.log.Info("event approved", "event", c.ID, "by", by, "status", c.Status)
+	}
+	return nil
+}
+
+// Start starts a Scheduled event now, whatever its NotBefore.
+// Errors: ENOTFOUND, ECONFLICT when the event is not Scheduled.
+func (e *Engine) Start(ctx context.Context, id string) error {
+	return e.transition(ctx, id, forewarn.Scheduled, func(c *forewarn.Event, now time.Time) {
+		c.Status = forewarn.Started
+		c.StartedAt = now.Round(0)
+		c.NotBefore = time.Time{}
+	})
+}
+
+// Complete ends a Started event now; it vanishes from every document.
+// Errors: ENOTFOUND, ECONFLICT when the event is not Started.
+func (e *Engine) Complete(ctx context.Context, id string) error {
+	return e.transition(ctx, id, forewarn.Started, func(c *forewarn.Event, now time.Time) {
+		c.Status = forewarn.Completed
+		c.EndedAt = now.Round(0)
+	})
+}
+
+// Cancel withdraws a Scheduled event; it vanishes from every document.
+// Errors: ENOTFOUND, ECONFLICT when the event is not Scheduled.
+func (e *Engine) Cancel(ctx context.Context, id string) error {
+	return e.transition(ctx, id, forewarn.Scheduled, func(c *forewarn.Event, now time.Time) {
+		c.Status = forewarn.Canceled
+		c.EndedAt = now.Round(0)
+	})
+}
+
+func (e *Engine) transition(ctx context.Context, id string, from forewarn.Status, f func(*forewarn.Event, time.Time)) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return errClosed
+	}
+	ev, err := e.lookup(id)
+	if err != nil {
+		return err
+	}
+	if ev.Status != from {
+		return forewarn.Errorf(forewarn.ECONFLICT, "event %s is %s, not %s", ev.ID, ev.Status, from)
+	}
+	now := time.Now()
+	c := ev.Clone()
+	f(c, now)
+	if err := e.commit(ctx, []*forewarn.Event{c}); err != nil {
+		return err
+	}
+	e.arm(c, now)
+	e.log.Info("event changed", "event", c.ID, "status", c.Status)
+	return nil
+}
+
+var errClosed = forewarn.Errorf(forewarn.EUNAVAILABLE, "the engine is shut down")
+
+// lookup finds an event by ID, ignoring case. e.mu must be held.
+func (e *Engine) lookup(id string) (*forewarn.Event, error) {
+	if ev, ok := e.events[id]; ok {
+		return ev, nil
+	}
+	if ev, ok := e.events[strings.ToUpper(id)]; ok {
+		return ev, nil
+	}
+	return nil, forewarn.Errorf(forewarn.ENOTFOUND, "no event %q", id)
+}
+
+// commit writes the changed events and the incarnations they bump, and
+// once the store has them, installs them and publishes new views.
+// e.mu must be held. On error nothing in memory changes.
+func (e *Engine) commit(ctx context.Context, changed []*forewarn.Event) error {
+	// Which VMs' documents change: those that could see the old or can see
+	// the new version of a changed event, when a rendered field differs.
+	touched := map[string]bool{}
+	for _, c := range changed {
+		old := e.events[c.ID]
+		if old != nil && sameDocument(old, c) {
+			continue
+		}
+		for _, vm := range e.fleet.VMs {
+			if (c.Status.Active() && e.fleet.Visible(vm, c)) || (old != nil && old.Status.Active() && e.fleet.Visible(vm, old)) {
+				touched[vm.Name] = true
+			}
+		}
+	}
+	incs := make(map[string]int64, len(touched))
+	for name := range touched {
+		incs[name] = e.inc[name] + 1
+	}
+	rev, err := e.store.Commit(ctx, &forewarn.Change{Revision: e.rev, Events: changed, Incarnations: incs})
+	if err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	e.rev = rev
+	for _, c := range changed {
+		e.events[c.ID] = c
+	}
+	for name, n := range incs {
+		e.inc[name] = n
+	}
+	for _, vm := range e.fleet.VMs {
+		if !touched[vm.Name] {
+			continue
+		}
+		p := e.views[vm.Name]
+		v := e.buildView(vm)
+		old := p.Swap(v)
+		close(old.changed)
+		for _, fn := range e.subs {
+			fn(v)
+		}
+	}
+	return nil
+}
+
+// buildView assembles vm's current view. e.mu must be held, or the
+// engine not yet shared.
+func (e *Engine) buildView(vm *forewarn.VM) *View {
+	v := &View{VM: vm, Incarnation: e.inc[vm.Name], changed: make(chan struct{})}
+	for _, ev := range e.events {
+		if ev.Status.Active() && e.fleet.Visible(vm, ev) {
+			v.Events = append(v.Events, ev)
+		}
+	}
+	sortEvents(v.Events)
+	return v
+}
+
+// arm sets or clears the timer of ev's next deadline. e.mu must be held.
+func (e *Engine) arm(ev *forewarn.Event, now time.Time) {
+	if t := e.timers[ev.ID]; t != nil {
+		t.Stop()
+		delete(e.timers, ev.ID)
+	}
+	at, ok := ev.NextDeadline()
+	if !ok || e.closed {
+		return
+	}
+	id := ev.ID
+	e.timers[id] = time.AfterFunc(at.Sub(now), func() { e.fire(id) })
+}
+
+// fire applies the deadline of the event id when its timer goes off.
+func (e *Engine) fire(id string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return
+	}
+	ev := e.events[id]
+	if ev == nil {
+		return
+	}
+	now := time.Now()
+	c := advance(ev, now)
+	if c == nil {
+		e.arm(ev, now)
+		return
+	}
+	if err := e.commit(context.Background(), []*forewarn.Event{c}); err != nil {
+		e.log.Error("apply deadline", "event", id, "err", err)
+		e.timers[id] = time.AfterFunc(retryDelay, func() { e.fire(id) })
+		return
+	}
+	e.arm(c, now)
+	e.log.Info("event changed", "event", c.ID, "status", c.Status)
+}
+
+// advance returns ev moved as far along its lifecycle as the time now and
+// its approvals allow, or nil when nothing changes. A deadline start is
+// dated at NotBefore and a deadline completion at the end of its impact,
+// so state after a restart is the state the timers would have produced.
+func advance(ev *forewarn.Event, now time.Time) *forewarn.Event {
+	var c *forewarn.Event
+	if ev.Status == forewarn.Scheduled {
+		var at time.Time
+		switch {
+		case !now.Before(ev.NotBefore):
+			at = ev.NotBefore
+		case ev.Approved():
+			at = now.Round(0)
+		default:
+			return nil
+		}
+		c = ev.Clone()
+		c.Status = forewarn.Started
+		c.StartedAt = at
+		c.NotBefore = time.Time{}
+		ev = c
+	}
+	if ev.Status == forewarn.Started && !now.Before(ev.EndsAt()) {
+		if c == nil {
+			c = ev.Clone()
+		}
+		c.Status = forewarn.Completed
+		c.EndedAt = c.EndsAt()
+	}
+	return c
+}
+
+// sameDocument reports whether a and b render the same in a metadata
+// document (approvals, for example, are not shown).
+func sameDocument(a, b *forewarn.Event) bool {
+	return a.Status == b.Status && a.Type == b.Type && a.NotBefore.Equal(b.NotBefore) &&
+		a.Duration == b.Duration && a.Source == b.Source && a.Description == b.Description &&
+		slices.Equal(a.Resources, b.Resources)
+}
+
+func sortEvents(evs []*forewarn.Event) {
+	slices.SortFunc(evs, func(a, b *forewarn.Event) int {
+		if c := a.Created.Compare(b.Created); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+}
+
+// ceilSecond rounds t up to a whole second, so a rendered NotBefore never
+// shortens the notice, and drops the monotonic reading.
+func ceilSecond(t time.Time) time.Time {
+	t = t.Round(0)
+	if s := t.Truncate(time.Second); !s.Equal(t) {
+		return s.Add(time.Second)
+	}
+	return t
+}
+
+// newID returns a random version-4 GUID in upper case, as real
+// EventIds are.
+func newID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%X-%X-%X-%X-%X", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}

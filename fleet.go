@@ -1,0 +1,62 @@
+package forewarn
+
+import (
+	"net/netip"
+	"slices"
+)
+
+// Provider names the metadata API a VM speaks.
+type Provider string
+
+// The providers.
+const (
+	Azure Provider = "azure"
+	GCE   Provider = "gce"
+)
+
+// VM is one virtual machine of the fleet.
+type VM struct {
+	// Name is shown in Resources and in compute/name.
+	Name string `json:"name"`
+	// IP is the source address the VM's requests come from. The zero
+	// value makes the VM answer every caller (the default fleet).
+	IP       netip.Addr `json:"ip,omitzero"`
+	Provider Provider   `json:"provider"`
+	// AvailabilitySet groups VMs that see each other's events.
+	AvailabilitySet string `json:"availabilitySet,omitempty"`
+	UpdateDomain    int    `json:"updateDomain"`
+}
+
+// Fleet is the set of VMs a server answers for.
+type Fleet struct {
+	VMs []*VM `json:"vms"`
+}
+
+// VM returns the VM named name, or nil.
+func (f *Fleet) VM(name string) *VM {
+	i := slices.IndexFunc(f.VMs, func(v *VM) bool { return v.Name == name })
+	if i < 0 {
+		return nil
+	}
+	return f.VMs[i]
+}
+
+// SharesScope reports whether a VM sees the events of VM b: a VM always
+// sees its own, and VMs of one availability set see each other's.
+func SharesScope(a, b *VM) bool {
+	if a.Name == b.Name {
+		return true
+	}
+	return a.AvailabilitySet != "" && a.AvailabilitySet == b.AvailabilitySet
+}
+
+// Visible reports whether vm sees event e: it is one of the event's
+// Resources or shares a scope with one of them.
+func (f *Fleet) Visible(vm *VM, e *Event) bool {
+	for _, r := range e.Resources {
+		if rv := f.VM(r); rv != nil && SharesScope(vm, rv) {
+			return true
+		}
+	}
+	return false
+}

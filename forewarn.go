@@ -1,0 +1,187 @@
+// Package forewarn is the vocabulary of the Forewarn maintenance-notice
+// server: virtual machines and their fleet, maintenance events and their
+// lifecycle, approvals, the Store that persists them, and the error codes
+// every layer speaks.
+//
+// The package depends on the standard library only. The lifecycle engine
+// lives in package engine, the wire formats in packages azure and gce, and
+// the operator API in package admin.
+package forewarn
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// EventType is the kind of impact a maintenance event has on its VMs.
+type EventType string
+
+// The Azure Scheduled Events types.
+const (
+	Freeze    EventType = "Freeze"
+	Reboot    EventType = "Reboot"
+	Redeploy  EventType = "Redeploy"
+	Preempt   EventType = "Preempt"
+	Terminate EventType = "Terminate"
+)
+
+// EventTypes lists every known event type in a stable order.
+var EventTypes = []EventType{Freeze, Reboot, Redeploy, Preempt, Terminate}
+
+// ParseEventType returns the event type named s, ignoring case.
+// It returns an EINVALID error for an unknown name.
+func ParseEventType(s string) (EventType, error) {
+	for _, t := range EventTypes {
+		if strings.EqualFold(string(t), s) {
+			return t, nil
+		}
+	}
+	names := make([]string, len(EventTypes))
+	for i, t := range EventTypes {
+		names[i] = string(t)
+	}
+	return "", Errorf(EINVALID, "unknown event type %q (want one of %s)", s, strings.Join(names, ", "))
+}
+
+// MinNotice returns the minimum time between an event's creation and its
+// NotBefore, as the Azure documentation gives it. Terminate's notice is the
+// scale set's configurable timeout, at least five minutes.
+func (t EventType) MinNotice() time.Duration {
+	switch t {
+	case Freeze, Reboot:
+		return 15 * time.Minute
+	case Redeploy:
+		return 10 * time.Minute
+	case Preempt:
+		return 30 * time.Second
+	case Terminate:
+		return 5 * time.Minute
+	}
+	return 0
+}
+
+// DefaultLasts returns how long a Started event of this type stays visible
+// before it completes on its own, when the operator gives no --lasts.
+// Real Started events are seen for minutes; Freeze is the shortest.
+func (t EventType) DefaultLasts() time.Duration {
+	switch t {
+	case Freeze:
+		return time.Minute
+	case Reboot:
+		return 5 * time.Minute
+	case Redeploy:
+		return 10 * time.Minute
+	case Preempt:
+		return 2 * time.Minute
+	case Terminate:
+		return 5 * time.Minute
+	}
+	return 5 * time.Minute
+}
+
+// Status is where an event stands in its lifecycle. Only Scheduled and
+// Started are visible to VMs; Completed and Canceled events are kept for
+// the operator's history and vanish from the metadata documents.
+type Status string
+
+// The lifecycle states.
+const (
+	Scheduled Status = "Scheduled"
+	Started   Status = "Started"
+	Completed Status = "Completed"
+	Canceled  Status = "Canceled"
+)
+
+// Active reports whether an event in this status is visible to VMs.
+func (s Status) Active() bool { return s == Scheduled || s == Started }
+
+// Source says who initiated an event.
+type Source string
+
+// The event sources.
+const (
+	Platform Source = "Platform"
+	User     Source = "User"
+)
+
+// ParseSource returns the source named s, ignoring case.
+func ParseSource(s string) (Source, error) {
+	switch {
+	case strings.EqualFold(s, string(Platform)):
+		return Platform, nil
+	case strings.EqualFold(s, string(User)):
+		return User, nil
+	}
+	return "", Errorf(EINVALID, "unknown event source %q (want Platform or User)", s)
+}
+
+// Operator is the approver name recorded when the operator API approves
+// or starts an event.
+const Operator = "operator"
+
+// Approval records who let an event start early, and when.
+type Approval struct {
+	// By is the VM name that posted a StartRequest, or Operator.
+	By string `json:"by"`
+	// At is when the approval was received.
+	At time.Time `json:"at"`
+}
+
+// Event is one maintenance event and its whole history.
+type Event struct {
+	// ID is an upper-case GUID, the same in every state.
+	ID     string    `json:"id"`
+	Type   EventType `json:"type"`
+	Status Status    `json:"status"`
+	// Resources names the affected VMs.
+	Resources []string `json:"resources"`
+	// NotBefore is the earliest time the event starts on its own; whole seconds.
+	NotBefore time.Time `json:"notBefore"`
+	// Duration is the announced impact in seconds; -1 when unknown.
+	Duration    int    `json:"durationInSeconds"`
+	Source      Source `json:"source"`
+	Description string `json:"description"`
+	// Lasts is how long the event stays Started before it completes.
+	Lasts     time.Duration `json:"lasts"`
+	Created   time.Time     `json:"created"`
+	StartedAt time.Time     `json:"startedAt,omitzero"`
+	// EndedAt is when the event completed or was canceled.
+	EndedAt   time.Time  `json:"endedAt,omitzero"`
+	Approvals []Approval `json:"approvals,omitempty"`
+}
+
+// Clone returns a deep copy of e.
+func (e *Event) Clone() *Event {
+	c := *e
+	c.Resources = slices.Clone(e.Resources)
+	c.Approvals = slices.Clone(e.Approvals)
+	return &c
+}
+
+// Approved reports whether anyone approved the event.
+func (e *Event) Approved() bool { return len(e.Approvals) > 0 }
+
+// Affects reports whether vm is one of the event's Resources.
+func (e *Event) Affects(vm string) bool { return slices.Contains(e.Resources, vm) }
+
+// EndsAt returns when a Started event completes on its own.
+func (e *Event) EndsAt() time.Time { return e.StartedAt.Add(e.Lasts) }
+
+// NextDeadline returns the next moment at which the event changes by the
+// passage of time alone, and false when no such moment exists.
+func (e *Event) NextDeadline() (time.Time, bool) {
+	switch e.Status {
+	case Scheduled:
+		return e.NotBefore, true
+	case Started:
+		return e.EndsAt(), true
+	}
+	return time.Time{}, false
+}
+
+// String returns a short description for logs and errors.
+func (e *Event) String() string {
+	return fmt.Sprintf("%s %s %s %v", e.ID, e.Type, e.Status, e.Resources)
+}

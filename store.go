@@ -1,0 +1,47 @@
+package forewarn
+
+import "context"
+
+// State is everything a Store holds, as of one revision.
+type State struct {
+	// Revision increases with every committed Change; 0 for an empty store.
+	Revision int64
+	// Events holds every event ever created and not pruned, in no order.
+	Events []*Event
+	// Incarnations maps a VM name to its DocumentIncarnation.
+	Incarnations map[string]int64
+}
+
+// Change is one atomic write to a Store.
+type Change struct {
+	// Revision is the revision the change was computed against. Commit
+	// refuses the change when the store has moved on (compare-and-swap).
+	Revision int64
+	// Events are written whole, replacing any event with the same ID.
+	Events []*Event
+	// Deletes names events to remove for good (history pruning).
+	Deletes []string
+	// Incarnations are set for the named VMs. An incarnation never goes
+	// backwards: a Store refuses a value lower than the stored one.
+	Incarnations map[string]int64
+}
+
+// Store persists the fleet's events and incarnations. Implementations are
+// safe for concurrent use. A Commit that returns nil is durable.
+//
+// Errors: Load and Commit return EUNAVAILABLE after Close; Commit returns
+// ECONFLICT when Change.Revision is not the current revision, and
+// EINVALID when the change would lower an incarnation. Other failures
+// (I/O, a corrupt file) are returned wrapped, with code EINTERNAL.
+type Store interface {
+	// Load returns the current state.
+	Load(ctx context.Context) (*State, error)
+	// Commit applies c atomically and returns the new revision.
+	Commit(ctx context.Context, c *Change) (int64, error)
+	// Watch returns a channel that receives the newest revision after
+	// every commit, coalescing bursts; it is closed when ctx ends or the
+	// store closes. It lets several servers share one store.
+	Watch(ctx context.Context) <-chan int64
+	// Close releases the store. It is safe to call more than once.
+	Close() error
+}
