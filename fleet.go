@@ -60,3 +60,35 @@ func (f *Fleet) Visible(vm *VM, e *Event) bool {
 	}
 	return false
 }
+
+// Index maps source addresses to VMs for request routing.
+type Index struct {
+	byAddr map[netip.Addr]*VM
+	any    map[Provider]*VM
+}
+
+// NewIndex indexes f by source address. A VM with no address answers
+// every caller of its provider's API whose address belongs to no other VM.
+func NewIndex(f *Fleet) *Index {
+	x := &Index{byAddr: make(map[netip.Addr]*VM, len(f.VMs)), any: map[Provider]*VM{}}
+	for _, vm := range f.VMs {
+		if !vm.IP.IsValid() {
+			if x.any[vm.Provider] == nil {
+				x.any[vm.Provider] = vm
+			}
+			continue
+		}
+		x.byAddr[vm.IP.Unmap()] = vm
+	}
+	return x
+}
+
+// Lookup returns the VM whose requests come from addr, or else the VM
+// that answers every caller of provider p's API, or nil. The VM found by
+// address may be of another provider; the caller decides what that means.
+func (x *Index) Lookup(addr netip.Addr, p Provider) *VM {
+	if vm, ok := x.byAddr[addr.Unmap()]; ok {
+		return vm
+	}
+	return x.any[p]
+}

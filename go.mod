@@ -3,7 +3,8 @@ module github.com/forewarn/forewarn
 go 1.26.8
 
 require (
-	go.etcd.io/bbolt v1.5.0 // indirect
-	go.yaml.in/yaml/v3 v3.0.6 // indirect
-	golang.org/x/sys v0.45.0 // indirect
+	go.etcd.io/bbolt v1.5.0
+	go.yaml.in/yaml/v3 v3.0.6
 )
+
+require golang.org/x/sys v0.45.0 // indirect

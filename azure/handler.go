@@ -1,0 +1,295 @@
+package azure
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strings"
+	"sync/atomic"
+
+	"github.com/forewarn/forewarn"
+	"github.com/forewarn/forewarn/engine"
+)
+
+// maxBody caps a StartRequests body.
+const maxBody = 64 << 10
+
+// Error bodies, in the shape real IMDS answers use.
+const (
+	msgNoHeader     = "Bad request. Required metadata header not specified"
+	msgForwarded    = "Bad request. Requests with an X-Forwarded-For header are not allowed"
+	msgBadVersion   = "Bad request. api-version is invalid or was not specified in the request. For more information refer to aka.ms/azureimds"
+	msgDupParam     = "Bad request. Query parameter %s is specified more than once"
+	msgNotFound     = "Not found"
+	msgMethod       = "Method not allowed"
+	msgBadBody      = "Bad request. The request body is not a valid StartRequests document"
+	msgUnknownEvent = "Bad request. EventId %s is not a scheduled event of this VM"
+	msgTooLarge     = "Request body too large"
+	msgBadFormat    = "Bad request. The format query parameter must be json or text"
+	msgLeafFormat   = "Bad request. A leaf node requires format=text"
+)
+
+// Server serves the Azure metadata API to the fleet's Azure VMs.
+type Server struct {
+	eng   *engine.Engine
+	index *forewarn.Index
+	log   *slog.Logger
+	mux   *http.ServeMux
+	// docs is keyed by VM name; the map is built once and only read.
+	docs map[string]*atomic.Pointer[doc]
+}
+
+// NewServer returns a Server answering for eng's fleet. It renders every
+// VM's document now and again whenever the engine publishes a change.
+func NewServer(eng *engine.Engine, log *slog.Logger) *Server {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{
+		eng:   eng,
+		index: forewarn.NewIndex(eng.Fleet()),
+		log:   log,
+		mux:   http.NewServeMux(),
+		docs:  make(map[string]*atomic.Pointer[doc], len(eng.Fleet().VMs)),
+	}
+	for _, vm := range eng.Fleet().VMs {
+		s.docs[vm.Name] = new(atomic.Pointer[doc])
+	}
+	eng.Subscribe(func(v *engine.View) { s.docs[v.VM.Name].Store(render(v)) })
+
+	s.mux.HandleFunc("/metadata/scheduledevents", s.handleEvents)
+	s.mux.HandleFunc("/metadata/instance", s.handleInstance)
+	s.mux.HandleFunc("/metadata/instance/", s.handleInstance)
+	s.mux.HandleFunc("/metadata/versions", s.handleVersions)
+	s.mux.HandleFunc("/", s.handleNotFound)
+	return s
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+var (
+	hdrJSON = []string{"application/json; charset=utf-8"}
+	hdrText = []string{"text/plain; charset=utf-8"}
+)
+
+// writeError writes a JSON error body {"error": msg}.
+func writeError(w http.ResponseWriter, status int, msg string) {
+	b := append([]byte(`{"error": `), mustJSON(msg)...)
+	writeJSON(w, status, append(b, '}'))
+}
+
+// writeJSON writes a JSON body with the status.
+func writeJSON(w http.ResponseWriter, status int, body []byte) {
+	w.Header()["Content-Type"] = hdrJSON
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // only called with values that always marshal
+	}
+	return b
+}
+
+// writeBadVersion writes the 400 that real IMDS gives for a missing or
+// unknown api-version, with the newest versions of the path.
+func writeBadVersion(w http.ResponseWriter, list []string) {
+	newest := make([]string, 0, 3)
+	for i := len(list) - 1; i >= 0 && len(newest) < 3; i-- {
+		newest = append(newest, list[i])
+	}
+	b := append([]byte(`{"error": `), mustJSON(msgBadVersion)...)
+	b = append(b, `, "newest-versions": `...)
+	b = append(b, '[')
+	for i, v := range newest {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = append(b, mustJSON(v)...)
+	}
+	b = append(b, ']')
+	writeJSON(w, http.StatusBadRequest, append(b, '}'))
+}
+
+func (s *Server) handleNotFound(w http.ResponseWriter, r *http.Request) {
+	writeError(w, http.StatusNotFound, msgNotFound)
+}
+
+// caller identifies the VM of a request by its source address and checks
+// the headers every IMDS request must carry. It writes the error and
+// returns nil when the request may not proceed.
+func (s *Server) caller(w http.ResponseWriter, r *http.Request) *forewarn.VM {
+	addr, err := netip.ParseAddrPort(r.RemoteAddr)
+	var vm *forewarn.VM
+	if err == nil {
+		vm = s.index.Lookup(addr.Addr(), forewarn.Azure)
+	}
+	switch {
+	case vm == nil:
+		writeError(w, http.StatusForbidden, "Forbidden. No VM of the fleet has the source address "+addrString(addr, err))
+		return nil
+	case vm.Provider != forewarn.Azure:
+		writeError(w, http.StatusNotFound, msgNotFound)
+		return nil
+	case len(r.Header.Values("X-Forwarded-For")) > 0:
+		writeError(w, http.StatusBadRequest, msgForwarded)
+		return nil
+	case !strings.EqualFold(r.Header.Get("Metadata"), "true"):
+		writeError(w, http.StatusBadRequest, msgNoHeader)
+		return nil
+	}
+	return vm
+}
+
+func addrString(a netip.AddrPort, err error) string {
+	if err != nil {
+		return "(unknown)"
+	}
+	return a.Addr().String()
+}
+
+// query parses the query string and refuses repeated parameters.
+func query(w http.ResponseWriter, r *http.Request) (url.Values, bool) {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "Bad request. The query string is malformed")
+		return nil, false
+	}
+	for k, v := range q {
+		if len(v) > 1 {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf(msgDupParam, k))
+			return nil, false
+		}
+	}
+	return q, true
+}
+
+func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodPost {
+		w.Header().Set("Allow", "GET, POST")
+		writeError(w, http.StatusMethodNotAllowed, msgMethod)
+		return
+	}
+	vm := s.caller(w, r)
+	if vm == nil {
+		return
+	}
+	q, ok := query(w, r)
+	if !ok {
+		return
+	}
+	vi := versionIndex(q.Get("api-version"))
+	if vi < 0 {
+		writeBadVersion(w, Versions())
+		return
+	}
+	if r.Method == http.MethodPost {
+		s.approve(w, r, vm)
+		return
+	}
+	d := s.docs[vm.Name].Load()
+	h := w.Header()
+	h["Etag"] = d.etags[vi]
+	if inm := r.Header.Get("If-None-Match"); inm != "" && etagMatch(inm, d.etags[vi][0]) {
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	h["Content-Type"] = hdrJSON
+	h["Content-Length"] = d.clens[vi]
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(d.bodies[vi])
+}
+
+// etagMatch reports whether an If-None-Match header value matches etag,
+// by the weak comparison RFC 9110 prescribes for If-None-Match.
+func etagMatch(header, etag string) bool {
+	for header != "" {
+		var tag string
+		tag, header, _ = strings.Cut(header, ",")
+		tag = strings.TrimSpace(tag)
+		if tag == "*" || strings.TrimPrefix(tag, "W/") == etag {
+			return true
+		}
+	}
+	return false
+}
+
+// startRequests is the POST body. Field names match case-insensitively,
+// unknown fields are ignored and DocumentIncarnation may be a number or a
+// string (2017-era clients send either); it is not checked.
+type startRequests struct {
+	StartRequests []struct {
+		EventID string `json:"EventId"`
+	} `json:"StartRequests"`
+	DocumentIncarnation any `json:"DocumentIncarnation"`
+}
+
+// approve handles a POST of StartRequests from vm, whatever its
+// Content-Type.
+func (s *Server) approve(w http.ResponseWriter, r *http.Request, vm *forewarn.VM) {
+	body, err := readBody(w, r)
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			writeError(w, http.StatusRequestEntityTooLarge, msgTooLarge)
+			return
+		}
+		writeError(w, http.StatusBadRequest, msgBadBody)
+		return
+	}
+	var req startRequests
+	if len(strings.TrimSpace(string(body))) > 0 {
+		if err := json.Unmarshal(body, &req); err != nil {
+			writeError(w, http.StatusBadRequest, msgBadBody)
+			return
+		}
+	}
+	ids := make([]string, 0, len(req.StartRequests))
+	for _, sr := range req.StartRequests {
+		if sr.EventID == "" {
+			writeError(w, http.StatusBadRequest, msgBadBody)
+			return
+		}
+		ids = append(ids, sr.EventID)
+	}
+	if len(ids) == 0 {
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	if err := s.eng.Approve(r.Context(), vm.Name, ids); err != nil {
+		switch forewarn.ErrorCode(err) {
+		case forewarn.ENOTFOUND:
+			writeError(w, http.StatusBadRequest, fmt.Sprintf(msgUnknownEvent, unknownID(s.eng, vm, ids)))
+		case forewarn.EUNAVAILABLE:
+			writeError(w, http.StatusServiceUnavailable, "Service unavailable")
+		default:
+			s.log.Error("approve", "vm", vm.Name, "err", err)
+			writeError(w, http.StatusInternalServerError, "Internal server error")
+		}
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+// unknownID returns the first of ids that vm cannot see, for the error.
+func unknownID(eng *engine.Engine, vm *forewarn.VM, ids []string) string {
+	for _, id := range ids {
+		ev, err := eng.Event(id)
+		if err != nil || !eng.Fleet().Visible(vm, ev) {
+			return id
+		}
+	}
+	return ids[0]
+}
+
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	return io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+}

@@ -1,0 +1,120 @@
+// Package fleetfile loads the YAML fleet file that tells a Forewarn
+// server which VMs it answers for, and builds the default fleet used
+// when there is none.
+package fleetfile
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/forewarn/forewarn"
+)
+
+// file is the YAML shape of a fleet file.
+type file struct {
+	VMs []vmEntry `yaml:"vms"`
+}
+
+type vmEntry struct {
+	Name            string `yaml:"name"`
+	IP              string `yaml:"ip"`
+	Provider        string `yaml:"provider"`
+	AvailabilitySet string `yaml:"availabilitySet"`
+	UpdateDomain    *int   `yaml:"updateDomain"`
+}
+
+// Load reads and parses the fleet file at path.
+func Load(path string) (*forewarn.Fleet, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read fleet file: %w", err)
+	}
+	f, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("fleet file %s: %w", path, err)
+	}
+	return f, nil
+}
+
+// Parse parses a fleet file. Unknown keys, duplicate names or addresses,
+// and bad values are refused with an EINVALID error naming the VM and key.
+func Parse(data []byte) (*forewarn.Fleet, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	var f file
+	if err := dec.Decode(&f); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, forewarn.Errorf(forewarn.EINVALID, "no VMs: the file is empty")
+		}
+		return nil, forewarn.Errorf(forewarn.EINVALID, "%s", strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	if len(f.VMs) == 0 {
+		return nil, forewarn.Errorf(forewarn.EINVALID, "no VMs: the vms list is empty")
+	}
+	fleet := &forewarn.Fleet{}
+	names := map[string]int{}
+	addrs := map[netip.Addr]string{}
+	for i, e := range f.VMs {
+		where := fmt.Sprintf("vms[%d]", i)
+		if e.Name == "" {
+			return nil, forewarn.Errorf(forewarn.EINVALID, "%s: name is required", where)
+		}
+		where = fmt.Sprintf("vms[%d] (%s)", i, e.Name)
+		if strings.ContainsAny(e.Name, " \t\r\n,/\"\\") {
+			return nil, forewarn.Errorf(forewarn.EINVALID, "%s: name may not contain spaces, commas, slashes, quotes or backslashes", where)
+		}
+		if j, dup := names[e.Name]; dup {
+			return nil, forewarn.Errorf(forewarn.EINVALID, "%s: name is already used by vms[%d]", where, j)
+		}
+		names[e.Name] = i
+		vm := &forewarn.VM{Name: e.Name, AvailabilitySet: e.AvailabilitySet, Provider: forewarn.Azure}
+		switch strings.ToLower(e.Provider) {
+		case "", "azure":
+		case "gce":
+			vm.Provider = forewarn.GCE
+		default:
+			return nil, forewarn.Errorf(forewarn.EINVALID, "%s: provider %q is not azure or gce", where, e.Provider)
+		}
+		if e.IP == "" {
+			return nil, forewarn.Errorf(forewarn.EINVALID, "%s: ip is required", where)
+		}
+		ip, err := netip.ParseAddr(e.IP)
+		if err != nil {
+			return nil, forewarn.Errorf(forewarn.EINVALID, "%s: ip %q is not an IP address", where, e.IP)
+		}
+		ip = ip.Unmap()
+		if other, dup := addrs[ip]; dup {
+			return nil, forewarn.Errorf(forewarn.EINVALID, "%s: ip %s is already used by %s", where, ip, other)
+		}
+		addrs[ip] = e.Name
+		vm.IP = ip
+		if e.UpdateDomain != nil {
+			if *e.UpdateDomain < 0 {
+				return nil, forewarn.Errorf(forewarn.EINVALID, "%s: updateDomain %d is negative", where, *e.UpdateDomain)
+			}
+			vm.UpdateDomain = *e.UpdateDomain
+		}
+		fleet.VMs = append(fleet.VMs, vm)
+	}
+	return fleet, nil
+}
+
+// Default returns the fleet used without a fleet file: one Azure VM,
+// named after the host, that answers every caller.
+func Default() *forewarn.Fleet {
+	name, err := os.Hostname()
+	if err != nil || name == "" {
+		name = "forewarn-vm"
+	}
+	if i := strings.IndexByte(name, '.'); i > 0 {
+		name = name[:i]
+	}
+	return &forewarn.Fleet{VMs: []*forewarn.VM{{Name: name, Provider: forewarn.Azure}}}
+}
