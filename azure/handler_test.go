@@ -49,7 +49,7 @@ func setup(t *testing.T) (*engine.Engine, http.Handler) {
 
 type req struct {
 	method, target, remote, body string
-	header                      map[string]string
+	header                       map[string]string
 }
 
 func do(h http.Handler, r req) *httptest.ResponseRecorder {
