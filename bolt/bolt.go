@@ -1,0 +1,466 @@
+// Package bolt implements forewarn.Store on a bbolt file, the embedded
+// default store.
+//
+// The file holds three buckets: "events" maps an event ID to the event's
+// JSON, "incarnations" maps a VM name to its DocumentIncarnation, and
+// "meta" holds the store's revision; numbers are 8-byte big-endian. Every
+// Commit is one bbolt transaction, synced to disk before it returns.
+//
+// Only one process may open a file at a time. Open checks the whole file
+// and refuses a damaged one rather than serve partial or empty data.
+package bolt
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/forewarn/forewarn"
+	bbolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+)
+
+var _ forewarn.Store = (*Store)(nil)
+
+// Errors returned by Open, wrapped with the file's path.
+var (
+	// ErrLocked means another process has the file open.
+	ErrLocked = errors.New("database is locked by another process")
+	// ErrCorrupt means the file is not a readable Forewarn store.
+	ErrCorrupt = errors.New("corrupt store file")
+)
+
+// lockTimeout bounds how long Open waits for another process to let go
+// of the file.
+const lockTimeout = time.Second
+
+var (
+	eventsBucket       = []byte("events")
+	incarnationsBucket = []byte("incarnations")
+	metaBucket         = []byte("meta")
+	revisionKey        = []byte("revision")
+)
+
+// Store is a forewarn.Store backed by a bbolt file. It is safe for
+// concurrent use.
+type Store struct {
+	path string
+	db   *bbolt.DB
+
+	mu       sync.Mutex // guards the fields below
+	closed   bool
+	notified int64                      // newest revision sent to watchers
+	watchers map[chan int64]func() bool // channel → stop its context.AfterFunc
+}
+
+// Open opens the store at path, creating the file (mode 0600) and its
+// directory (mode 0700) when missing. It fails with ErrLocked when
+// another process holds the file, and with ErrCorrupt when the file is
+// not a valid store; every error names the path.
+func Open(path string) (*Store, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	db, err := openDB(path)
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	s := &Store{path: path, db: db, watchers: make(map[chan int64]func() bool)}
+	return s, nil
+}
+
+// openDB checks the file at path, then opens it for writing and creates
+// the buckets of a new store.
+func openDB(path string) (*bbolt.DB, error) {
+	empty, err := verify(path)
+	if err != nil {
+		return nil, err
+	}
+	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: lockTimeout})
+	if err != nil {
+		return nil, classify(err)
+	}
+	if empty {
+		err := db.Update(func(tx *bbolt.Tx) error {
+			for _, name := range [][]byte{eventsBucket, incarnationsBucket, metaBucket} {
+				if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			_ = db.Close()
+			return nil, err
+		}
+	}
+	return db, nil
+}
+
+// verify opens an existing file read-only and checks all of it, and
+// reports whether it holds no store yet. It runs before the file is
+// opened for writing because bbolt, opening a damaged file for writing,
+// can panic or fault on its memory-mapped pages in a way that leaves the
+// file mapped and locked. Here a fault or panic becomes an ErrCorrupt
+// error, and the file is closed.
+func verify(path string) (empty bool, err error) {
+	info, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return true, nil
+	case err != nil:
+		return false, err
+	case info.Size() == 0:
+		return true, nil // bbolt initializes an empty file
+	}
+
+	db, err := bbolt.Open(path, 0, &bbolt.Options{ReadOnly: true, Timeout: lockTimeout})
+	if err != nil {
+		return false, classify(err)
+	}
+	defer db.Close()
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			empty, err = false, fmt.Errorf("%w: %v", ErrCorrupt, r)
+		}
+	}()
+	err = db.View(func(tx *bbolt.Tx) error {
+		empty, err = check(tx, info.Size())
+		return err
+	})
+	return empty, err
+}
+
+// classify maps an error from bbolt.Open to ErrLocked or ErrCorrupt when
+// it is one, and returns other errors (a missing directory, permissions)
+// as they are.
+func classify(err error) error {
+	var errno syscall.Errno
+	var pathErr *fs.PathError
+	switch {
+	case errors.Is(err, berrors.ErrTimeout):
+		return ErrLocked
+	case errors.As(err, &pathErr), errors.As(err, &errno):
+		return err
+	}
+	// Invalid meta pages, a wrong version, a file too short to hold
+	// them.
+	return fmt.Errorf("%w: %w", ErrCorrupt, err)
+}
+
+// check reads every record of a file of size bytes, runs bbolt's own
+// consistency check, and reports whether the file holds no buckets at
+// all (a new file).
+func check(tx *bbolt.Tx, size int64) (empty bool, err error) {
+	if tx.Size() > size {
+		return false, fmt.Errorf("%w: file is %d bytes, its pages need %d", ErrCorrupt, size, tx.Size())
+	}
+
+	empty = true
+	if err := tx.ForEach(func([]byte, *bbolt.Bucket) error {
+		empty = false
+		return nil
+	}); err != nil {
+		return false, err
+	}
+	if empty {
+		return true, nil
+	}
+
+	events, incs, meta := tx.Bucket(eventsBucket), tx.Bucket(incarnationsBucket), tx.Bucket(metaBucket)
+	if events == nil || incs == nil || meta == nil {
+		return false, fmt.Errorf("%w: not a forewarn store (missing buckets)", ErrCorrupt)
+	}
+	if v := meta.Get(revisionKey); v != nil && len(v) != 8 {
+		return false, fmt.Errorf("%w: revision is %d bytes, want 8", ErrCorrupt, len(v))
+	}
+	if err := events.ForEach(func(k, v []byte) error {
+		e, err := decodeEvent(v)
+		if err != nil {
+			return fmt.Errorf("%w: event %q: %w", ErrCorrupt, k, err)
+		}
+		if e.ID != string(k) {
+			return fmt.Errorf("%w: event %q is stored under key %q", ErrCorrupt, e.ID, k)
+		}
+		return nil
+	}); err != nil {
+		return false, err
+	}
+	if err := incs.ForEach(func(k, v []byte) error {
+		if len(v) != 8 {
+			return fmt.Errorf("%w: incarnation of %q is %d bytes, want 8", ErrCorrupt, k, len(v))
+		}
+		return nil
+	}); err != nil {
+		return false, err
+	}
+
+	// Check reports every problem; keep the first and drain the rest so
+	// its goroutine is done with the pages before the file closes.
+	var first error
+	for err := range tx.Check() {
+		if first == nil {
+			first = fmt.Errorf("%w: %w", ErrCorrupt, err)
+		}
+	}
+	return false, first
+}
+
+// Path returns the file the store was opened on.
+func (s *Store) Path() string { return s.path }
+
+// Load returns the current state, read in one transaction.
+// It returns EUNAVAILABLE after Close.
+func (s *Store) Load(ctx context.Context) (*forewarn.State, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if s.isClosed() {
+		return nil, errClosed()
+	}
+	st := &forewarn.State{Incarnations: make(map[string]int64)}
+	err := s.db.View(func(tx *bbolt.Tx) error {
+		st.Revision = getInt(tx.Bucket(metaBucket).Get(revisionKey))
+		events := tx.Bucket(eventsBucket)
+		st.Events = []*forewarn.Event{}
+		if err := events.ForEach(func(k, v []byte) error {
+			e, err := decodeEvent(v)
+			if err != nil {
+				return fmt.Errorf("event %q: %w", k, err)
+			}
+			st.Events = append(st.Events, e)
+			return nil
+		}); err != nil {
+			return err
+		}
+		return tx.Bucket(incarnationsBucket).ForEach(func(k, v []byte) error {
+			st.Incarnations[string(k)] = getInt(v)
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, s.wrap("load", err)
+	}
+	return st, nil
+}
+
+// Commit applies c in one synced transaction and returns the new
+// revision. It returns ECONFLICT when c.Revision is not the current
+// revision, EINVALID when c would lower an incarnation or holds an event
+// without an ID, and EUNAVAILABLE after Close; in each case nothing is
+// written.
+func (s *Store) Commit(ctx context.Context, c *forewarn.Change) (int64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	if err := validate(c); err != nil {
+		return 0, err
+	}
+	if s.isClosed() {
+		return 0, errClosed()
+	}
+	records := make([][]byte, len(c.Events))
+	for i, e := range c.Events {
+		b, err := json.Marshal(normalize(e))
+		if err != nil {
+			return 0, forewarn.Errorf(forewarn.EINVALID, "event %s: %v", e.ID, err)
+		}
+		records[i] = b
+	}
+
+	var rev int64
+	err := s.db.Update(func(tx *bbolt.Tx) error {
+		meta := tx.Bucket(metaBucket)
+		cur := getInt(meta.Get(revisionKey))
+		if c.Revision != cur {
+			return forewarn.Errorf(forewarn.ECONFLICT, "change is against revision %d, store is at %d", c.Revision, cur)
+		}
+		incs := tx.Bucket(incarnationsBucket)
+		for vm, n := range c.Incarnations {
+			if v := incs.Get([]byte(vm)); v != nil && n < getInt(v) {
+				return forewarn.Errorf(forewarn.EINVALID, "incarnation of %s would go back from %d to %d", vm, getInt(v), n)
+			}
+		}
+		events := tx.Bucket(eventsBucket)
+		for i, e := range c.Events {
+			if err := events.Put([]byte(e.ID), records[i]); err != nil {
+				return fmt.Errorf("put event %s: %w", e.ID, err)
+			}
+		}
+		for _, id := range c.Deletes {
+			if id == "" {
+				continue // no event has an empty ID
+			}
+			if err := events.Delete([]byte(id)); err != nil {
+				return fmt.Errorf("delete event %s: %w", id, err)
+			}
+		}
+		for vm, n := range c.Incarnations {
+			if err := incs.Put([]byte(vm), putInt(n)); err != nil {
+				return fmt.Errorf("put incarnation of %s: %w", vm, err)
+			}
+		}
+		rev = cur + 1
+		return meta.Put(revisionKey, putInt(rev))
+	})
+	if err != nil {
+		return 0, s.wrap("commit", err)
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if rev > s.notified {
+		s.notified = rev
+		for ch := range s.watchers {
+			notify(ch, rev)
+		}
+	}
+	return rev, nil
+}
+
+// Watch returns a channel that receives the newest revision after every
+// commit. The revision is in the channel by the time Commit returns; a
+// slow reader finds only the latest one. The channel is closed when ctx
+// ends or the store closes.
+func (s *Store) Watch(ctx context.Context) <-chan int64 {
+	ch := make(chan int64, 1)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		close(ch)
+		return ch
+	}
+	s.watchers[ch] = context.AfterFunc(ctx, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if _, ok := s.watchers[ch]; ok {
+			delete(s.watchers, ch)
+			close(ch)
+		}
+	})
+	return ch
+}
+
+// Close closes every watch channel and the file, after any transaction
+// in progress. Later calls to Load and Commit return EUNAVAILABLE.
+// Calling Close again returns nil.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	for ch, stop := range s.watchers {
+		stop()
+		close(ch)
+	}
+	clear(s.watchers)
+	s.mu.Unlock()
+
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("close store %s: %w", s.path, err)
+	}
+	return nil
+}
+
+func (s *Store) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// wrap returns err as is when it already carries a code, EUNAVAILABLE
+// when the store closed under the call, and otherwise wraps it with the
+// operation and the path.
+func (s *Store) wrap(op string, err error) error {
+	var e *forewarn.Error
+	switch {
+	case errors.As(err, &e):
+		return err
+	case errors.Is(err, berrors.ErrDatabaseNotOpen):
+		return errClosed()
+	}
+	return fmt.Errorf("%s store %s: %w", op, s.path, err)
+}
+
+func errClosed() error { return forewarn.Errorf(forewarn.EUNAVAILABLE, "store is closed") }
+
+// notify puts rev in ch, replacing any revision the reader has not taken.
+// The caller holds the lock that serializes every send on ch.
+func notify(ch chan int64, rev int64) {
+	select {
+	case ch <- rev:
+		return
+	default:
+	}
+	select {
+	case <-ch:
+	default:
+	}
+	ch <- rev
+}
+
+// validate refuses a change that no store state could accept.
+func validate(c *forewarn.Change) error {
+	if c == nil {
+		return forewarn.Errorf(forewarn.EINVALID, "nil change")
+	}
+	for i, e := range c.Events {
+		if e == nil {
+			return forewarn.Errorf(forewarn.EINVALID, "event %d is nil", i)
+		}
+		if e.ID == "" {
+			return forewarn.Errorf(forewarn.EINVALID, "event %d has no ID", i)
+		}
+	}
+	if _, ok := c.Incarnations[""]; ok {
+		return forewarn.Errorf(forewarn.EINVALID, "incarnation for a VM without a name")
+	}
+	return nil
+}
+
+// normalize returns a deep copy of e with its times in UTC and without
+// monotonic readings, and no empty Approvals slice: the value a decoded
+// record has.
+func normalize(e *forewarn.Event) *forewarn.Event {
+	c := e.Clone()
+	c.NotBefore = c.NotBefore.UTC()
+	c.Created = c.Created.UTC()
+	c.StartedAt = c.StartedAt.UTC()
+	c.EndedAt = c.EndedAt.UTC()
+	if len(c.Approvals) == 0 {
+		c.Approvals = nil
+	}
+	for i := range c.Approvals {
+		c.Approvals[i].At = c.Approvals[i].At.UTC()
+	}
+	return c
+}
+
+func decodeEvent(b []byte) (*forewarn.Event, error) {
+	var e forewarn.Event
+	if err := json.Unmarshal(b, &e); err != nil {
+		return nil, err
+	}
+	return normalize(&e), nil
+}
+
+func getInt(b []byte) int64 {
+	if len(b) != 8 {
+		return 0
+	}
+	return int64(binary.BigEndian.Uint64(b))
+}
+
+func putInt(n int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(n)) }

@@ -1,0 +1,237 @@
+package bolt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/forewarn/forewarn"
+	"github.com/forewarn/forewarn/storetest"
+	bbolt "go.etcd.io/bbolt"
+)
+
+func open(t *testing.T, path string) *Store {
+	t.Helper()
+	s, err := Open(path)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	return s
+}
+
+func TestStore(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) forewarn.Store {
+		return open(t, filepath.Join(t.TempDir(), "forewarn.db"))
+	})
+}
+
+func TestDurable(t *testing.T) {
+	storetest.RunDurable(t, func(t *testing.T, dir string) forewarn.Store {
+		return open(t, filepath.Join(dir, "forewarn.db"))
+	})
+}
+
+func TestOpenCreates(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state", "forewarn")
+	path := filepath.Join(dir, "forewarn.db")
+	s := open(t, path)
+	defer s.Close()
+	if s.Path() != path {
+		t.Errorf("Path() = %q, want %q", s.Path(), path)
+	}
+	for name, want := range map[string]os.FileMode{dir: 0o700 | os.ModeDir, path: 0o600} {
+		fi, err := os.Stat(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode() != want {
+			t.Errorf("%s has mode %v, want %v", name, fi.Mode(), want)
+		}
+	}
+}
+
+func TestOpenLocked(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "forewarn.db")
+	s := open(t, path)
+	defer s.Close()
+
+	start := time.Now()
+	s2, err := Open(path)
+	if err == nil {
+		s2.Close()
+		t.Fatal("second Open of a file in use succeeded")
+	}
+	if !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), path) {
+		t.Errorf("second Open: %v, want ErrLocked naming %s", err, path)
+	}
+	if d := time.Since(start); d > 5*lockTimeout {
+		t.Errorf("second Open took %v to fail", d)
+	}
+
+	// Once the first store lets go, the file opens again.
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	open(t, path).Close()
+}
+
+// TestOpenCorrupt checks that Open refuses a damaged file, names it, and
+// lets go of it.
+func TestOpenCorrupt(t *testing.T) {
+	garbage := func(n int) []byte {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(i*7 + i/4096)
+		}
+		return b
+	}
+	tests := map[string]func(t *testing.T, path string){
+		"garbage": func(t *testing.T, path string) {
+			write(t, path, garbage(64<<10))
+		},
+		"short garbage": func(t *testing.T, path string) {
+			write(t, path, []byte("not a bolt file\n"))
+		},
+		"truncated small": func(t *testing.T, path string) {
+			fill(t, path, 3)
+			truncateHalf(t, path)
+		},
+		"truncated large": func(t *testing.T, path string) {
+			fill(t, path, 500)
+			truncateHalf(t, path)
+		},
+		"scribbled pages": func(t *testing.T, path string) {
+			fill(t, path, 500)
+			scribble(t, path, 2*os.Getpagesize(), garbage(64<<10))
+		},
+		"bad record": func(t *testing.T, path string) {
+			fill(t, path, 3)
+			rawPut(t, path, eventsBucket, []byte("ABC"), []byte("{not json"))
+		},
+		"record under wrong key": func(t *testing.T, path string) {
+			fill(t, path, 3)
+			rawPut(t, path, eventsBucket, []byte("ABC"), []byte(`{"id":"DEF"}`))
+		},
+		"bad incarnation": func(t *testing.T, path string) {
+			fill(t, path, 3)
+			rawPut(t, path, incarnationsBucket, []byte("vm-a"), []byte{1, 2})
+		},
+		"foreign bolt file": func(t *testing.T, path string) {
+			rawPut(t, path, []byte("something"), []byte("k"), []byte("v"))
+		},
+	}
+	for name, damage := range tests {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "forewarn.db")
+			damage(t, path)
+			s, err := Open(path)
+			if err == nil {
+				s.Close()
+				t.Fatal("Open of a damaged file succeeded")
+			}
+			if !strings.Contains(err.Error(), path) {
+				t.Errorf("Open: %v, want an error naming %s", err, path)
+			}
+			if !errors.Is(err, ErrCorrupt) {
+				t.Errorf("Open: %v, want ErrCorrupt", err)
+			}
+			t.Log(err)
+			// The failed Open let go of the file: a second one finds it
+			// damaged, not locked.
+			if _, err := Open(path); !errors.Is(err, ErrCorrupt) {
+				t.Errorf("second Open: %v, want ErrCorrupt", err)
+			}
+		})
+	}
+}
+
+func TestWatchRemoved(t *testing.T) {
+	s := open(t, filepath.Join(t.TempDir(), "forewarn.db"))
+	defer s.Close()
+	ctx, cancel := context.WithCancel(t.Context())
+	w := s.Watch(ctx)
+	s.Watch(t.Context())
+	cancel()
+	for range w {
+	}
+	s.mu.Lock()
+	n := len(s.watchers)
+	s.mu.Unlock()
+	if n != 1 {
+		t.Errorf("%d watchers registered after one of two canceled, want 1", n)
+	}
+}
+
+// fill creates a store at path holding n events, and closes it.
+func fill(t *testing.T, path string, n int) {
+	t.Helper()
+	s := open(t, path)
+	defer s.Close()
+	for i := range n {
+		e := &forewarn.Event{
+			ID:          fmt.Sprintf("EVENT-%04d", i),
+			Type:        forewarn.Reboot,
+			Status:      forewarn.Scheduled,
+			Resources:   []string{"vm-a", "vm-b"},
+			Description: strings.Repeat("maintenance ", 20),
+		}
+		if _, err := s.Commit(t.Context(), &forewarn.Change{Revision: int64(i), Events: []*forewarn.Event{e}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func truncateHalf(t *testing.T, path string) {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(path, fi.Size()/2); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// scribble overwrites the file at path with b from offset off on.
+func scribble(t *testing.T, path string, off int, b []byte) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(b, int64(off)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func write(t *testing.T, path string, b []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// rawPut writes a record with bbolt directly, bypassing the store.
+func rawPut(t *testing.T, path string, bucket, k, v []byte) {
+	t.Helper()
+	db, err := bbolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.Update(func(tx *bbolt.Tx) error {
+		b, err := tx.CreateBucketIfNotExists(bucket)
+		if err != nil {
+			return err
+		}
+		return b.Put(k, v)
+	}); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,193 @@
+// Package mem implements forewarn.Store in memory, for tests.
+//
+// A Store behaves like the durable backends, down to the values it
+// returns: events are deep-copied on the way in and out, and their times
+// are kept in UTC without monotonic clock readings, exactly as they come
+// back from a file. Nothing survives Close.
+package mem
+
+import (
+	"context"
+	"sync"
+
+	"github.com/forewarn/forewarn"
+)
+
+var _ forewarn.Store = (*Store)(nil)
+
+// Store is an in-memory forewarn.Store. The zero value is not usable; call
+// New. It is safe for concurrent use.
+type Store struct {
+	mu       sync.Mutex
+	closed   bool
+	rev      int64
+	events   map[string]*forewarn.Event
+	inc      map[string]int64
+	watchers map[chan int64]func() bool // channel → stop its context.AfterFunc
+}
+
+// New returns an empty Store at revision 0.
+func New() *Store {
+	return &Store{
+		events:   make(map[string]*forewarn.Event),
+		inc:      make(map[string]int64),
+		watchers: make(map[chan int64]func() bool),
+	}
+}
+
+// Load returns a deep copy of the current state.
+// It returns EUNAVAILABLE after Close.
+func (s *Store) Load(ctx context.Context) (*forewarn.State, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, forewarn.Errorf(forewarn.EUNAVAILABLE, "store is closed")
+	}
+	st := &forewarn.State{
+		Revision:     s.rev,
+		Events:       make([]*forewarn.Event, 0, len(s.events)),
+		Incarnations: make(map[string]int64, len(s.inc)),
+	}
+	for _, e := range s.events {
+		st.Events = append(st.Events, e.Clone())
+	}
+	for vm, n := range s.inc {
+		st.Incarnations[vm] = n
+	}
+	return st, nil
+}
+
+// Commit applies c atomically and returns the new revision. It returns
+// ECONFLICT when c.Revision is not the current revision, EINVALID when c
+// would lower an incarnation or holds an event without an ID, and
+// EUNAVAILABLE after Close; in each case nothing is written.
+func (s *Store) Commit(ctx context.Context, c *forewarn.Change) (int64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	if err := validate(c); err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return 0, forewarn.Errorf(forewarn.EUNAVAILABLE, "store is closed")
+	}
+	if c.Revision != s.rev {
+		return 0, forewarn.Errorf(forewarn.ECONFLICT, "change is against revision %d, store is at %d", c.Revision, s.rev)
+	}
+	for vm, n := range c.Incarnations {
+		if old, ok := s.inc[vm]; ok && n < old {
+			return 0, forewarn.Errorf(forewarn.EINVALID, "incarnation of %s would go back from %d to %d", vm, old, n)
+		}
+	}
+	for _, e := range c.Events {
+		s.events[e.ID] = normalize(e)
+	}
+	for _, id := range c.Deletes {
+		delete(s.events, id)
+	}
+	for vm, n := range c.Incarnations {
+		s.inc[vm] = n
+	}
+	s.rev++
+	for ch := range s.watchers {
+		notify(ch, s.rev)
+	}
+	return s.rev, nil
+}
+
+// Watch returns a channel that receives the newest revision after every
+// commit. The revision is in the channel by the time Commit returns; a
+// slow reader finds only the latest one. The channel is closed when ctx
+// ends or the store closes.
+func (s *Store) Watch(ctx context.Context) <-chan int64 {
+	ch := make(chan int64, 1)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		close(ch)
+		return ch
+	}
+	s.watchers[ch] = context.AfterFunc(ctx, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if _, ok := s.watchers[ch]; ok {
+			delete(s.watchers, ch)
+			close(ch)
+		}
+	})
+	return ch
+}
+
+// Close drops the state and closes every watch channel. Later calls to
+// Load and Commit return EUNAVAILABLE. Close always returns nil.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	s.events, s.inc = nil, nil
+	for ch, stop := range s.watchers {
+		stop()
+		close(ch)
+	}
+	clear(s.watchers)
+	return nil
+}
+
+// notify puts rev in ch, replacing any revision the reader has not taken.
+// The caller holds the lock that serializes every send on ch.
+func notify(ch chan int64, rev int64) {
+	select {
+	case ch <- rev:
+		return
+	default:
+	}
+	select {
+	case <-ch:
+	default:
+	}
+	ch <- rev
+}
+
+// validate refuses a change that no store state could accept.
+func validate(c *forewarn.Change) error {
+	if c == nil {
+		return forewarn.Errorf(forewarn.EINVALID, "nil change")
+	}
+	for i, e := range c.Events {
+		if e == nil {
+			return forewarn.Errorf(forewarn.EINVALID, "event %d is nil", i)
+		}
+		if e.ID == "" {
+			return forewarn.Errorf(forewarn.EINVALID, "event %d has no ID", i)
+		}
+	}
+	if _, ok := c.Incarnations[""]; ok {
+		return forewarn.Errorf(forewarn.EINVALID, "incarnation for a VM without a name")
+	}
+	return nil
+}
+
+// normalize returns a deep copy of e as a file-backed store would return
+// it: times in UTC without monotonic readings, no empty Approvals slice.
+func normalize(e *forewarn.Event) *forewarn.Event {
+	c := e.Clone()
+	c.NotBefore = c.NotBefore.UTC()
+	c.Created = c.Created.UTC()
+	c.StartedAt = c.StartedAt.UTC()
+	c.EndedAt = c.EndedAt.UTC()
+	if len(c.Approvals) == 0 {
+		c.Approvals = nil
+	}
+	for i := range c.Approvals {
+		c.Approvals[i].At = c.Approvals[i].At.UTC()
+	}
+	return c
+}

@@ -1,0 +1,695 @@
+// Package storetest is the conformance suite that every forewarn.Store
+// implementation passes. A backend's tests call Run, and RunDurable when
+// the backend keeps its state across a restart:
+//
+//	func TestStore(t *testing.T) {
+//		storetest.Run(t, func(t *testing.T) forewarn.Store { return mem.New() })
+//	}
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/forewarn/forewarn"
+)
+
+// wait bounds how long the suite waits for a watch channel. It is a
+// deadline for a failing store, never a sleep.
+const wait = 10 * time.Second
+
+// Run runs the conformance suite. Each subtest calls open for a new,
+// empty store; the suite closes it when the subtest ends.
+func Run(t *testing.T, open func(t *testing.T) forewarn.Store) {
+	newStore := func(t *testing.T) forewarn.Store {
+		t.Helper()
+		s := open(t)
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}
+
+	t.Run("EventFields", testEventFields)
+	t.Run("EmptyLoad", func(t *testing.T) { testEmptyLoad(t, newStore(t)) })
+	t.Run("CommitAndLoad", func(t *testing.T) { testCommitAndLoad(t, newStore(t)) })
+	t.Run("EmptyChange", func(t *testing.T) { testEmptyChange(t, newStore(t)) })
+	t.Run("Conflict", func(t *testing.T) { testConflict(t, newStore(t)) })
+	t.Run("IncarnationBackwards", func(t *testing.T) { testIncarnationBackwards(t, newStore(t)) })
+	t.Run("InvalidChange", func(t *testing.T) { testInvalidChange(t, newStore(t)) })
+	t.Run("ReplaceByID", func(t *testing.T) { testReplaceByID(t, newStore(t)) })
+	t.Run("Deletes", func(t *testing.T) { testDeletes(t, newStore(t)) })
+	t.Run("LoadReturnsCopies", func(t *testing.T) { testLoadReturnsCopies(t, newStore(t)) })
+	t.Run("CommitCopies", func(t *testing.T) { testCommitCopies(t, newStore(t)) })
+	t.Run("Watch", func(t *testing.T) {
+		t.Run("Receives", func(t *testing.T) { testWatchReceives(t, newStore(t)) })
+		t.Run("Coalesces", func(t *testing.T) { testWatchCoalesces(t, newStore(t)) })
+		t.Run("Several", func(t *testing.T) { testWatchSeveral(t, newStore(t)) })
+		t.Run("ClosesOnCancel", func(t *testing.T) { testWatchClosesOnCancel(t, newStore(t)) })
+		t.Run("ClosesOnClose", func(t *testing.T) { testWatchClosesOnClose(t, newStore(t)) })
+	})
+	t.Run("Closed", func(t *testing.T) { testClosed(t, newStore(t)) })
+	t.Run("ConcurrentCommits", func(t *testing.T) { testConcurrentCommits(t, newStore(t)) })
+}
+
+// RunDurable checks that a store keeps its state across Close. open
+// opens the store kept in dir, which the suite creates empty; the suite
+// opens it several times, closing it in between.
+func RunDurable(t *testing.T, open func(t *testing.T, dir string) forewarn.Store) {
+	reopen := func(t *testing.T, dir string) forewarn.Store {
+		t.Helper()
+		s := open(t, dir)
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}
+
+	t.Run("Reopen", func(t *testing.T) {
+		dir := t.TempDir()
+		ctx := t.Context()
+		a, b := fullEvent(1), scheduledEvent(2, time.Now())
+
+		s := reopen(t, dir)
+		wantRevision(t, commit(t, s, &forewarn.Change{
+			Events:       []*forewarn.Event{a, b},
+			Incarnations: map[string]int64{"vm-a": 1, "vm-b": 1},
+		}), 1)
+		a2 := a.Clone()
+		a2.Status, a2.Description = forewarn.Canceled, "canceled by operator"
+		wantRevision(t, commit(t, s, &forewarn.Change{
+			Revision:     1,
+			Events:       []*forewarn.Event{a2},
+			Deletes:      []string{b.ID},
+			Incarnations: map[string]int64{"vm-a": 7},
+		}), 2)
+		if err := s.Close(); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+
+		s = reopen(t, dir)
+		wantState(t, load(t, s), 2, map[string]int64{"vm-a": 7, "vm-b": 1}, a2)
+		_, err := s.Commit(ctx, &forewarn.Change{Revision: 1})
+		wantCode(t, err, forewarn.ECONFLICT)
+		_, err = s.Commit(ctx, &forewarn.Change{Revision: 2, Incarnations: map[string]int64{"vm-a": 6}})
+		wantCode(t, err, forewarn.EINVALID)
+		w := s.Watch(ctx)
+		wantRevision(t, commit(t, s, &forewarn.Change{Revision: 2, Deletes: []string{a.ID}}), 3)
+		if got := recv(t, w); got != 3 {
+			t.Errorf("Watch after reopen got revision %d, want 3", got)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+
+		s = reopen(t, dir)
+		wantState(t, load(t, s), 3, map[string]int64{"vm-a": 7, "vm-b": 1})
+	})
+
+	t.Run("ReopenEmpty", func(t *testing.T) {
+		dir := t.TempDir()
+		if err := reopen(t, dir).Close(); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+		s := reopen(t, dir)
+		wantState(t, load(t, s), 0, map[string]int64{})
+		wantRevision(t, commit(t, s, &forewarn.Change{}), 1)
+	})
+}
+
+// testEventFields fails when Event or Approval grow a field that
+// eventDiff does not compare.
+func testEventFields(t *testing.T) {
+	if n := reflect.TypeFor[forewarn.Event]().NumField(); n != 13 {
+		t.Errorf("forewarn.Event has %d fields, the suite compares 13: update eventDiff", n)
+	}
+	if n := reflect.TypeFor[forewarn.Approval]().NumField(); n != 2 {
+		t.Errorf("forewarn.Approval has %d fields, the suite compares 2: update eventDiff", n)
+	}
+}
+
+func testEmptyLoad(t *testing.T, s forewarn.Store) {
+	st := load(t, s)
+	if st.Incarnations == nil {
+		t.Error("Load on an empty store returned nil Incarnations, want an empty map")
+	}
+	wantState(t, st, 0, map[string]int64{})
+}
+
+func testCommitAndLoad(t *testing.T, s forewarn.Store) {
+	a := fullEvent(1)
+	b := scheduledEvent(2, time.Now()) // local times with monotonic readings
+	rev := commit(t, s, &forewarn.Change{
+		Events:       []*forewarn.Event{a, b},
+		Incarnations: map[string]int64{"vm-a": 1, "vm-b": 3},
+	})
+	wantRevision(t, rev, 1)
+	wantState(t, load(t, s), 1, map[string]int64{"vm-a": 1, "vm-b": 3}, a, b)
+
+	// Incarnations not named in a change keep their value.
+	rev = commit(t, s, &forewarn.Change{Revision: 1, Incarnations: map[string]int64{"vm-a": 2, "vm-c": 1}})
+	wantRevision(t, rev, 2)
+	wantState(t, load(t, s), 2, map[string]int64{"vm-a": 2, "vm-b": 3, "vm-c": 1}, a, b)
+}
+
+func testEmptyChange(t *testing.T, s forewarn.Store) {
+	wantRevision(t, commit(t, s, &forewarn.Change{Revision: 0}), 1)
+	wantRevision(t, commit(t, s, &forewarn.Change{Revision: 1}), 2)
+	wantState(t, load(t, s), 2, map[string]int64{})
+}
+
+func testConflict(t *testing.T, s forewarn.Store) {
+	a, b := fullEvent(1), scheduledEvent(2, time.Now())
+	commit(t, s, &forewarn.Change{Events: []*forewarn.Event{a}, Incarnations: map[string]int64{"vm-a": 1}})
+
+	for _, rev := range []int64{0, 2, -1} {
+		_, err := s.Commit(t.Context(), &forewarn.Change{
+			Revision:     rev,
+			Events:       []*forewarn.Event{b},
+			Deletes:      []string{a.ID},
+			Incarnations: map[string]int64{"vm-a": 2, "vm-b": 1},
+		})
+		wantCode(t, err, forewarn.ECONFLICT)
+	}
+	wantState(t, load(t, s), 1, map[string]int64{"vm-a": 1}, a)
+	wantRevision(t, commit(t, s, &forewarn.Change{Revision: 1}), 2)
+}
+
+func testIncarnationBackwards(t *testing.T, s forewarn.Store) {
+	a, b := fullEvent(1), scheduledEvent(2, time.Now())
+	commit(t, s, &forewarn.Change{Events: []*forewarn.Event{a}, Incarnations: map[string]int64{"vm-a": 5, "vm-b": 2}})
+
+	_, err := s.Commit(t.Context(), &forewarn.Change{
+		Revision:     1,
+		Events:       []*forewarn.Event{b},
+		Deletes:      []string{a.ID},
+		Incarnations: map[string]int64{"vm-a": 4, "vm-b": 3, "vm-c": 1},
+	})
+	wantCode(t, err, forewarn.EINVALID)
+	wantState(t, load(t, s), 1, map[string]int64{"vm-a": 5, "vm-b": 2}, a)
+
+	// The same value, and a higher one, are accepted.
+	wantRevision(t, commit(t, s, &forewarn.Change{Revision: 1, Incarnations: map[string]int64{"vm-a": 5}}), 2)
+	wantRevision(t, commit(t, s, &forewarn.Change{Revision: 2, Incarnations: map[string]int64{"vm-a": 6}}), 3)
+	wantState(t, load(t, s), 3, map[string]int64{"vm-a": 6, "vm-b": 2}, a)
+}
+
+func testInvalidChange(t *testing.T, s forewarn.Store) {
+	for name, c := range map[string]*forewarn.Change{
+		"nil change":   nil,
+		"nil event":    {Events: []*forewarn.Event{fullEvent(1), nil}},
+		"empty ID":     {Events: []*forewarn.Event{fullEvent(1), {Type: forewarn.Freeze}}},
+		"empty VM":     {Events: []*forewarn.Event{fullEvent(1)}, Incarnations: map[string]int64{"": 1}},
+		"nil and more": {Events: []*forewarn.Event{nil}, Incarnations: map[string]int64{"vm-a": 1}},
+	} {
+		_, err := s.Commit(t.Context(), c)
+		if forewarn.ErrorCode(err) != forewarn.EINVALID {
+			t.Errorf("%s: Commit err = %v (code %q), want code %q", name, err, forewarn.ErrorCode(err), forewarn.EINVALID)
+		}
+	}
+	wantState(t, load(t, s), 0, map[string]int64{})
+}
+
+func testReplaceByID(t *testing.T, s forewarn.Store) {
+	a, b := fullEvent(1), fullEvent(2)
+	commit(t, s, &forewarn.Change{Events: []*forewarn.Event{a, b}})
+
+	a2 := &forewarn.Event{
+		ID:          a.ID,
+		Type:        forewarn.Freeze,
+		Status:      forewarn.Completed,
+		Resources:   []string{"vm-c"},
+		NotBefore:   a.NotBefore.Add(time.Hour),
+		Duration:    -1,
+		Source:      forewarn.Platform,
+		Description: "replaced",
+		Lasts:       time.Minute,
+		Created:     a.Created,
+		StartedAt:   a.StartedAt.Add(time.Hour),
+		EndedAt:     a.StartedAt.Add(2 * time.Hour),
+	}
+	wantRevision(t, commit(t, s, &forewarn.Change{Revision: 1, Events: []*forewarn.Event{a2}}), 2)
+	wantState(t, load(t, s), 2, map[string]int64{}, a2, b)
+}
+
+func testDeletes(t *testing.T, s forewarn.Store) {
+	a, b, c := fullEvent(1), fullEvent(2), scheduledEvent(3, time.Now())
+	commit(t, s, &forewarn.Change{Events: []*forewarn.Event{a, b, c}})
+
+	wantRevision(t, commit(t, s, &forewarn.Change{Revision: 1, Deletes: []string{b.ID, eventID(99)}}), 2)
+	wantState(t, load(t, s), 2, map[string]int64{}, a, c)
+
+	wantRevision(t, commit(t, s, &forewarn.Change{Revision: 2, Deletes: []string{a.ID, c.ID, b.ID}}), 3)
+	wantState(t, load(t, s), 3, map[string]int64{})
+}
+
+func testLoadReturnsCopies(t *testing.T, s forewarn.Store) {
+	a := fullEvent(1)
+	commit(t, s, &forewarn.Change{Events: []*forewarn.Event{a}, Incarnations: map[string]int64{"vm-a": 1}})
+
+	st := load(t, s)
+	if len(st.Events) != 1 {
+		t.Fatalf("Load returned %d events, want 1", len(st.Events))
+	}
+	e := st.Events[0]
+	e.Status = forewarn.Canceled
+	e.Resources[0] = "changed"
+	e.Approvals[0].By = "changed"
+	e.Approvals[0].At = time.Time{}
+	st.Events[0] = fullEvent(2)
+	st.Incarnations["vm-a"] = 99
+	st.Incarnations["vm-z"] = 1
+
+	wantState(t, load(t, s), 1, map[string]int64{"vm-a": 1}, a)
+}
+
+func testCommitCopies(t *testing.T, s forewarn.Store) {
+	in := fullEvent(1)
+	want := in.Clone()
+	incs := map[string]int64{"vm-a": 1}
+	commit(t, s, &forewarn.Change{Events: []*forewarn.Event{in}, Incarnations: incs})
+
+	in.Status = forewarn.Canceled
+	in.Resources[0] = "changed"
+	in.Approvals[0].By = "changed"
+	incs["vm-a"] = 99
+
+	wantState(t, load(t, s), 1, map[string]int64{"vm-a": 1}, want)
+}
+
+func testWatchReceives(t *testing.T, s forewarn.Store) {
+	w := s.Watch(t.Context())
+	for want := int64(1); want <= 3; want++ {
+		commit(t, s, &forewarn.Change{Revision: want - 1, Events: []*forewarn.Event{fullEvent(int(want))}})
+		if got := recv(t, w); got != want {
+			t.Fatalf("Watch got revision %d, want %d", got, want)
+		}
+	}
+}
+
+func testWatchCoalesces(t *testing.T, s forewarn.Store) {
+	const n = 20
+	w := s.Watch(t.Context())
+	// Nobody reads while the commits land: Commit must not block.
+	for rev := range int64(n) {
+		commit(t, s, &forewarn.Change{Revision: rev})
+	}
+	got := recvUntil(t, w, n)
+	// A buffer of one holds the newest revision; a backend that
+	// delivers asynchronously may have one more in flight.
+	if len(got) > 2 {
+		t.Errorf("after %d unread commits Watch delivered %v, want at most 2 revisions ending in %d", n, got, n)
+	}
+	commit(t, s, &forewarn.Change{Revision: n})
+	if got := recv(t, w); got != n+1 {
+		t.Errorf("Watch got revision %d, want %d", got, n+1)
+	}
+}
+
+func testWatchSeveral(t *testing.T, s forewarn.Store) {
+	ctx, cancel := context.WithCancel(t.Context())
+	w1, w2, w3 := s.Watch(t.Context()), s.Watch(t.Context()), s.Watch(ctx)
+	commit(t, s, &forewarn.Change{})
+	for i, w := range []<-chan int64{w1, w2, w3} {
+		if got := recv(t, w); got != 1 {
+			t.Errorf("watcher %d got revision %d, want 1", i+1, got)
+		}
+	}
+	cancel()
+	waitClosed(t, w3)
+	commit(t, s, &forewarn.Change{Revision: 1})
+	for i, w := range []<-chan int64{w1, w2} {
+		if got := recv(t, w); got != 2 {
+			t.Errorf("watcher %d got revision %d, want 2", i+1, got)
+		}
+	}
+}
+
+func testWatchClosesOnCancel(t *testing.T, s forewarn.Store) {
+	ctx, cancel := context.WithCancel(t.Context())
+	w := s.Watch(ctx)
+	commit(t, s, &forewarn.Change{})
+	cancel()
+	waitClosed(t, w)
+	// Commits after the watcher left still succeed.
+	wantRevision(t, commit(t, s, &forewarn.Change{Revision: 1}), 2)
+
+	// A watch on a context that has already ended closes too.
+	w = s.Watch(ctx)
+	waitClosed(t, w)
+}
+
+func testWatchClosesOnClose(t *testing.T, s forewarn.Store) {
+	w := s.Watch(t.Context())
+	commit(t, s, &forewarn.Change{})
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	waitClosed(t, w)
+	waitClosed(t, s.Watch(t.Context()))
+}
+
+func testClosed(t *testing.T, s forewarn.Store) {
+	commit(t, s, &forewarn.Change{Events: []*forewarn.Event{fullEvent(1)}})
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	_, err := s.Load(t.Context())
+	wantCode(t, err, forewarn.EUNAVAILABLE)
+	_, err = s.Commit(t.Context(), &forewarn.Change{Revision: 1, Events: []*forewarn.Event{fullEvent(2)}})
+	wantCode(t, err, forewarn.EUNAVAILABLE)
+	if err := s.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+}
+
+// testConcurrentCommits runs writers that retry on conflict, as the
+// engine does, and checks that every change landed exactly once.
+func testConcurrentCommits(t *testing.T, s forewarn.Store) {
+	const writers, each = 8, 10
+	ctx := t.Context()
+
+	// A watcher sees revisions in increasing order, ending at the last.
+	watched := make(chan []int64, 1)
+	w := s.Watch(ctx)
+	go func() {
+		var got []int64
+		for rev := range w {
+			got = append(got, rev)
+			if rev >= writers*each {
+				break
+			}
+		}
+		watched <- got
+	}()
+
+	var (
+		mu   sync.Mutex
+		revs = make(map[int64]string)
+		wg   sync.WaitGroup
+	)
+	for wr := range writers {
+		wg.Go(func() {
+			vm := fmt.Sprintf("vm-%d", wr)
+			for i := range each {
+				e := scheduledEvent(wr*each+i, time.Now())
+				e.Resources = []string{vm}
+				for {
+					st, err := s.Load(ctx)
+					if err != nil {
+						t.Errorf("writer %d: Load: %v", wr, err)
+						return
+					}
+					rev, err := s.Commit(ctx, &forewarn.Change{
+						Revision:     st.Revision,
+						Events:       []*forewarn.Event{e},
+						Incarnations: map[string]int64{vm: int64(i + 1)},
+					})
+					if forewarn.ErrorCode(err) == forewarn.ECONFLICT {
+						continue
+					}
+					if err != nil {
+						t.Errorf("writer %d: Commit: %v", wr, err)
+						return
+					}
+					mu.Lock()
+					if prev, ok := revs[rev]; ok {
+						t.Errorf("revision %d returned to both %s and %s", rev, prev, e.ID)
+					}
+					revs[rev] = e.ID
+					mu.Unlock()
+					break
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+
+	const total = writers * each
+	for rev := int64(1); rev <= total; rev++ {
+		if _, ok := revs[rev]; !ok {
+			t.Errorf("no commit returned revision %d", rev)
+		}
+	}
+	st := load(t, s)
+	if st.Revision != total {
+		t.Errorf("Load revision = %d, want %d", st.Revision, total)
+	}
+	var ids []string
+	for _, e := range st.Events {
+		ids = append(ids, e.ID)
+	}
+	slices.Sort(ids)
+	var want []string
+	for i := range total {
+		want = append(want, eventID(i))
+	}
+	if !slices.Equal(ids, want) {
+		t.Errorf("Load returned %d events %v, want %d events %v", len(ids), ids, len(want), want)
+	}
+	wantIncs := make(map[string]int64)
+	for wr := range writers {
+		wantIncs[fmt.Sprintf("vm-%d", wr)] = each
+	}
+	if !maps.Equal(st.Incarnations, wantIncs) {
+		t.Errorf("Incarnations = %v, want %v", st.Incarnations, wantIncs)
+	}
+
+	select {
+	case got := <-watched:
+		if len(got) == 0 || got[len(got)-1] != total || !increasing(got) {
+			t.Errorf("watcher saw %v, want increasing revisions ending in %d", got, total)
+		}
+	case <-time.After(wait):
+		t.Errorf("watcher did not see revision %d within %v", total, wait)
+	}
+}
+
+// eventID returns the n-th test event ID, an upper-case GUID.
+func eventID(n int) string { return fmt.Sprintf("0B4A4C61-2A5F-4E0C-9C5B-%012X", n) }
+
+// fullEvent returns a finished event with every field set, times in
+// several zones and with nanoseconds.
+func fullEvent(n int) *forewarn.Event {
+	cet := time.FixedZone("CET", 3600)
+	return &forewarn.Event{
+		ID:          eventID(n),
+		Type:        forewarn.Reboot,
+		Status:      forewarn.Completed,
+		Resources:   []string{"vm-a", "vm-b"},
+		NotBefore:   time.Date(2026, 3, 1, 9, 15, 0, 0, time.UTC),
+		Duration:    300,
+		Source:      forewarn.User,
+		Description: fmt.Sprintf("Host OS update #%d", n),
+		Lasts:       5*time.Minute + 250*time.Millisecond,
+		Created:     time.Date(2026, 3, 1, 9, 0, 0, 123456789, time.UTC),
+		StartedAt:   time.Date(2026, 3, 1, 10, 10, 1, 987654321, cet),
+		EndedAt:     time.Date(2026, 3, 1, 10, 15, 2, 1, cet),
+		Approvals: []forewarn.Approval{
+			{By: "vm-a", At: time.Date(2026, 3, 1, 9, 5, 0, 500, time.UTC)},
+			{By: forewarn.Operator, At: time.Date(2026, 3, 1, 10, 10, 1, 0, cet)},
+		},
+	}
+}
+
+// scheduledEvent returns a Scheduled event created at now, with no
+// approvals and zero StartedAt and EndedAt.
+func scheduledEvent(n int, now time.Time) *forewarn.Event {
+	return &forewarn.Event{
+		ID:        eventID(n),
+		Type:      forewarn.Freeze,
+		Status:    forewarn.Scheduled,
+		Resources: []string{"vm-a"},
+		NotBefore: now.Add(15 * time.Minute),
+		Duration:  -1,
+		Source:    forewarn.Platform,
+		Lasts:     forewarn.Freeze.DefaultLasts(),
+		Created:   now,
+	}
+}
+
+func load(t *testing.T, s forewarn.Store) *forewarn.State {
+	t.Helper()
+	st, err := s.Load(t.Context())
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	return st
+}
+
+func commit(t *testing.T, s forewarn.Store, c *forewarn.Change) int64 {
+	t.Helper()
+	rev, err := s.Commit(t.Context(), c)
+	if err != nil {
+		t.Fatalf("Commit(revision %d): %v", c.Revision, err)
+	}
+	return rev
+}
+
+func wantRevision(t *testing.T, got, want int64) {
+	t.Helper()
+	if got != want {
+		t.Fatalf("Commit returned revision %d, want %d", got, want)
+	}
+}
+
+func wantCode(t *testing.T, err error, code string) {
+	t.Helper()
+	if got := forewarn.ErrorCode(err); got != code {
+		t.Fatalf("err = %v (code %q), want code %q", err, got, code)
+	}
+	var e *forewarn.Error
+	if !errors.As(err, &e) {
+		t.Fatalf("err = %v, want a *forewarn.Error", err)
+	}
+}
+
+// wantState checks every field of st: the revision, the incarnations,
+// and exactly the events want, in any order.
+func wantState(t *testing.T, st *forewarn.State, rev int64, incs map[string]int64, want ...*forewarn.Event) {
+	t.Helper()
+	if st.Revision != rev {
+		t.Errorf("Revision = %d, want %d", st.Revision, rev)
+	}
+	if !maps.Equal(st.Incarnations, incs) {
+		t.Errorf("Incarnations = %v, want %v", st.Incarnations, incs)
+	}
+	got := slices.Clone(st.Events)
+	want = slices.Clone(want)
+	byID := func(a, b *forewarn.Event) int { return strings.Compare(a.ID, b.ID) }
+	if slices.Contains(got, nil) {
+		t.Fatalf("Events holds nil: %v", got)
+	}
+	slices.SortFunc(got, byID)
+	slices.SortFunc(want, byID)
+	if len(got) != len(want) {
+		t.Fatalf("Events = %v, want %v", got, want)
+	}
+	for i := range got {
+		if d := eventDiff(want[i], got[i]); d != "" {
+			t.Errorf("event %s differs:\n%s", want[i].ID, d)
+		}
+	}
+}
+
+// eventDiff compares every field of two events, times by Equal, and
+// reports any time that kept a monotonic clock reading. It returns ""
+// when they match.
+func eventDiff(want, got *forewarn.Event) string {
+	var b strings.Builder
+	field := func(name string, w, g any) {
+		fmt.Fprintf(&b, "\t%s: got %v, want %v\n", name, g, w)
+	}
+	timeField := func(name string, w, g time.Time) {
+		if !g.Equal(w) {
+			field(name, w, g)
+		}
+		if g != g.Round(0) {
+			fmt.Fprintf(&b, "\t%s: got %v, which keeps a monotonic clock reading\n", name, g)
+		}
+	}
+	if got.ID != want.ID {
+		field("ID", want.ID, got.ID)
+	}
+	if got.Type != want.Type {
+		field("Type", want.Type, got.Type)
+	}
+	if got.Status != want.Status {
+		field("Status", want.Status, got.Status)
+	}
+	if !slices.Equal(got.Resources, want.Resources) {
+		field("Resources", want.Resources, got.Resources)
+	}
+	timeField("NotBefore", want.NotBefore, got.NotBefore)
+	if got.Duration != want.Duration {
+		field("Duration", want.Duration, got.Duration)
+	}
+	if got.Source != want.Source {
+		field("Source", want.Source, got.Source)
+	}
+	if got.Description != want.Description {
+		field("Description", want.Description, got.Description)
+	}
+	if got.Lasts != want.Lasts {
+		field("Lasts", want.Lasts, got.Lasts)
+	}
+	timeField("Created", want.Created, got.Created)
+	timeField("StartedAt", want.StartedAt, got.StartedAt)
+	timeField("EndedAt", want.EndedAt, got.EndedAt)
+	if len(got.Approvals) != len(want.Approvals) {
+		field("Approvals", want.Approvals, got.Approvals)
+	} else {
+		for i := range got.Approvals {
+			if got.Approvals[i].By != want.Approvals[i].By {
+				field(fmt.Sprintf("Approvals[%d].By", i), want.Approvals[i].By, got.Approvals[i].By)
+			}
+			timeField(fmt.Sprintf("Approvals[%d].At", i), want.Approvals[i].At, got.Approvals[i].At)
+		}
+	}
+	return b.String()
+}
+
+// recv returns the next revision from w, failing when w is closed or
+// stays empty.
+func recv(t *testing.T, w <-chan int64) int64 {
+	t.Helper()
+	select {
+	case rev, ok := <-w:
+		if !ok {
+			t.Fatal("Watch channel closed, want a revision")
+		}
+		return rev
+	case <-time.After(wait):
+		t.Fatalf("no revision from Watch within %v", wait)
+	}
+	return 0
+}
+
+// recvUntil receives from w until it sees rev, checks that the
+// revisions increase, and returns them.
+func recvUntil(t *testing.T, w <-chan int64, rev int64) []int64 {
+	t.Helper()
+	var got []int64
+	for {
+		got = append(got, recv(t, w))
+		if !increasing(got) || got[len(got)-1] > rev {
+			t.Fatalf("Watch delivered %v, want increasing revisions up to %d", got, rev)
+		}
+		if got[len(got)-1] == rev {
+			return got
+		}
+	}
+}
+
+// waitClosed drains w and fails unless it is closed within wait.
+func waitClosed(t *testing.T, w <-chan int64) {
+	t.Helper()
+	timeout := time.After(wait)
+	for {
+		select {
+		case _, ok := <-w:
+			if !ok {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("Watch channel still open after %v", wait)
+		}
+	}
+}
+
+// increasing reports whether revs is strictly increasing.
+func increasing(revs []int64) bool {
+	for i := 1; i < len(revs); i++ {
+		if revs[i] <= revs[i-1] {
+			return false
+		}
+	}
+	return true
+}
