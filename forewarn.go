@@ -9,6 +9,7 @@
 package forewarn
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -138,18 +139,49 @@ type Event struct {
 	// Resources names the affected VMs.
 	Resources []string `json:"resources"`
 	// NotBefore is the earliest time the event starts on its own; whole seconds.
-	NotBefore time.Time `json:"notBefore"`
+	NotBefore time.Time `json:"notBefore,omitzero"`
 	// Duration is the announced impact in seconds; -1 when unknown.
 	Duration    int    `json:"durationInSeconds"`
 	Source      Source `json:"source"`
 	Description string `json:"description"`
-	// Lasts is how long the event stays Started before it completes.
-	Lasts     time.Duration `json:"lasts"`
+	// Lasts is how long the event stays Started before it completes. It
+	// is written in JSON as a Go duration string, such as "5m0s".
+	Lasts     time.Duration `json:"-"`
 	Created   time.Time     `json:"created"`
 	StartedAt time.Time     `json:"startedAt,omitzero"`
 	// EndedAt is when the event completed or was canceled.
 	EndedAt   time.Time  `json:"endedAt,omitzero"`
 	Approvals []Approval `json:"approvals,omitempty"`
+}
+
+// eventJSON is Event's JSON form, with Lasts as a duration string.
+type eventJSON struct {
+	eventFields
+	Lasts string `json:"lasts"`
+}
+
+type eventFields Event
+
+// MarshalJSON renders e with its Lasts as a duration string.
+func (e Event) MarshalJSON() ([]byte, error) {
+	return json.Marshal(eventJSON{eventFields: eventFields(e), Lasts: e.Lasts.String()})
+}
+
+// UnmarshalJSON reads the form MarshalJSON writes.
+func (e *Event) UnmarshalJSON(b []byte) error {
+	var j eventJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*e = Event(j.eventFields)
+	if j.Lasts != "" {
+		d, err := time.ParseDuration(j.Lasts)
+		if err != nil {
+			return fmt.Errorf("event %s: lasts: %w", e.ID, err)
+		}
+		e.Lasts = d
+	}
+	return nil
 }
 
 // Clone returns a deep copy of e.

@@ -1,0 +1,197 @@
+package admin
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/forewarn/forewarn"
+	"github.com/forewarn/forewarn/engine"
+)
+
+// Client speaks the operator API of one server.
+//
+// Errors the server answers come back as *forewarn.Error with the
+// server's code and message, so forewarn.ErrorCode works on them. When
+// the server cannot be reached at all, the error has code EUNAVAILABLE.
+type Client struct {
+	base string
+	hc   *http.Client
+}
+
+// NewClient returns a client of the server at baseURL, such as
+// "http://127.0.0.1:8170", that sends requests with hc, or with
+// http.DefaultClient when hc is nil.
+func NewClient(baseURL string, hc *http.Client) *Client {
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	return &Client{base: strings.TrimRight(baseURL, "/"), hc: hc}
+}
+
+// CreateEvent creates an event.
+// Errors: EINVALID for a bad request, ENOTFOUND for an unknown VM.
+func (c *Client) CreateEvent(ctx context.Context, req CreateRequest) (*forewarn.Event, error) {
+	var ev forewarn.Event
+	if err := c.do(ctx, http.MethodPost, "/v1/events", req, &ev); err != nil {
+		return nil, err
+	}
+	return &ev, nil
+}
+
+// Events returns every event, active and ended, oldest first.
+func (c *Client) Events(ctx context.Context) ([]*forewarn.Event, error) {
+	var resp eventsResponse
+	if err := c.do(ctx, http.MethodGet, "/v1/events", nil, &resp); err != nil {
+		return nil, err
+	}
+	return resp.Events, nil
+}
+
+// Event returns the event with the given ID.
+// Errors: ENOTFOUND.
+func (c *Client) Event(ctx context.Context, id string) (*forewarn.Event, error) {
+	return c.event(ctx, http.MethodGet, "/v1/events/"+url.PathEscape(id))
+}
+
+// Approve approves the event as the operator, which starts a Scheduled
+// event at once, and returns the event as it then is.
+// Errors: ENOTFOUND.
+func (c *Client) Approve(ctx context.Context, id string) (*forewarn.Event, error) {
+	return c.event(ctx, http.MethodPost, "/v1/events/"+url.PathEscape(id)+"/approve")
+}
+
+// Start starts a Scheduled event now and returns it.
+// Errors: ENOTFOUND, ECONFLICT when the event is not Scheduled.
+func (c *Client) Start(ctx context.Context, id string) (*forewarn.Event, error) {
+	return c.event(ctx, http.MethodPost, "/v1/events/"+url.PathEscape(id)+"/start")
+}
+
+// Complete ends a Started event now and returns it.
+// Errors: ENOTFOUND, ECONFLICT when the event is not Started.
+func (c *Client) Complete(ctx context.Context, id string) (*forewarn.Event, error) {
+	return c.event(ctx, http.MethodPost, "/v1/events/"+url.PathEscape(id)+"/complete")
+}
+
+// Cancel withdraws a Scheduled event and returns it.
+// Errors: ENOTFOUND, ECONFLICT when the event is not Scheduled.
+func (c *Client) Cancel(ctx context.Context, id string) (*forewarn.Event, error) {
+	return c.event(ctx, http.MethodPost, "/v1/events/"+url.PathEscape(id)+"/cancel")
+}
+
+// VMs returns every VM of the fleet with its incarnation and the active
+// events it sees.
+func (c *Client) VMs(ctx context.Context) ([]engine.VMInfo, error) {
+	var resp vmsResponse
+	if err := c.do(ctx, http.MethodGet, "/v1/vms", nil, &resp); err != nil {
+		return nil, err
+	}
+	return resp.VMs, nil
+}
+
+// Restart creates a User Reboot of the VM named name with the given
+// notice, 0 meaning the minimum.
+// Errors: ENOTFOUND for an unknown VM, EINVALID for a bad notice.
+func (c *Client) Restart(ctx context.Context, name string, notice time.Duration) (*forewarn.Event, error) {
+	return c.vmEvent(ctx, name, "restart", notice)
+}
+
+// Redeploy creates a User Redeploy of the VM named name with the given
+// notice, 0 meaning the minimum.
+// Errors: ENOTFOUND for an unknown VM, EINVALID for a bad notice.
+func (c *Client) Redeploy(ctx context.Context, name string, notice time.Duration) (*forewarn.Event, error) {
+	return c.vmEvent(ctx, name, "redeploy", notice)
+}
+
+func (c *Client) vmEvent(ctx context.Context, name, action string, notice time.Duration) (*forewarn.Event, error) {
+	var req vmRequest
+	if notice != 0 {
+		req.Notice = notice.String()
+	}
+	var ev forewarn.Event
+	if err := c.do(ctx, http.MethodPost, "/v1/vms/"+url.PathEscape(name)+"/"+action, req, &ev); err != nil {
+		return nil, err
+	}
+	return &ev, nil
+}
+
+// event sends a body-less request answered with one event.
+func (c *Client) event(ctx context.Context, method, path string) (*forewarn.Event, error) {
+	var ev forewarn.Event
+	if err := c.do(ctx, method, path, nil, &ev); err != nil {
+		return nil, err
+	}
+	return &ev, nil
+}
+
+// do sends in (when not nil) as JSON to path and decodes a successful
+// answer into out, or the server's error into a *forewarn.Error.
+func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return fmt.Errorf("encode request: %w", err)
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	if err != nil {
+		return forewarn.Errorf(forewarn.EINVALID, "bad server URL %q: %v", c.base, err)
+	}
+	req.Header.Set("Accept", "application/json")
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return forewarn.Errorf(forewarn.EUNAVAILABLE, "cannot reach the server at %s: %v", c.base, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return responseError(resp)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("decode response of %s %s: %w", method, path, err)
+	}
+	return nil
+}
+
+// responseError returns the error a non-2xx answer carries. An answer
+// without the API's error body (from a proxy, say) gets the code its
+// status suggests.
+func responseError(resp *http.Response) error {
+	var body errorResponse
+	data, err := io.ReadAll(io.LimitReader(resp.Body, MaxBodyBytes))
+	if err == nil && json.Unmarshal(data, &body) == nil && body.Error.Code != "" {
+		return &forewarn.Error{Code: body.Error.Code, Message: body.Error.Message}
+	}
+	code := forewarn.EINTERNAL
+	switch resp.StatusCode {
+	case http.StatusBadRequest, http.StatusMethodNotAllowed, http.StatusRequestEntityTooLarge:
+		code = forewarn.EINVALID
+	case http.StatusNotFound:
+		code = forewarn.ENOTFOUND
+	case http.StatusConflict:
+		code = forewarn.ECONFLICT
+	case http.StatusForbidden:
+		code = forewarn.EFORBIDDEN
+	case http.StatusServiceUnavailable, http.StatusBadGateway, http.StatusGatewayTimeout:
+		code = forewarn.EUNAVAILABLE
+	}
+	return forewarn.Errorf(code, "unexpected answer %q from %s %s", resp.Status, resp.Request.Method, resp.Request.URL)
+}

@@ -1,0 +1,425 @@
+// Package admin is the operator JSON API of Forewarn, served over HTTP,
+// and the Go client the forewarn CLI uses to speak it.
+//
+// The API raises, lists and moves maintenance events and lists the fleet's
+// VMs. Every change goes through the engine; the server only translates
+// between JSON and engine calls. Errors are answered as
+//
+//	{"error":{"code":"not_found","message":"no event \"X\""}}
+//
+// with a status code derived from the forewarn error code; the text of an
+// internal error is logged, never sent.
+package admin
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/forewarn/forewarn"
+	"github.com/forewarn/forewarn/engine"
+)
+
+// MaxBodyBytes is the largest request body the server reads; a larger
+// one is refused with 413 Request Entity Too Large.
+const MaxBodyBytes = 64 << 10
+
+// CreateRequest is the body of POST /v1/events.
+type CreateRequest struct {
+	// Type is an event type name, matched without regard to case.
+	Type string `json:"type"`
+	// VMs names the affected VMs.
+	VMs []string `json:"vms"`
+	// Notice is a Go duration string ("15m") from now to NotBefore; empty
+	// means the type's minimum notice.
+	Notice string `json:"notice,omitempty"`
+	// Duration is the announced impact in seconds; nil means -1 (unknown).
+	Duration *int `json:"durationInSeconds,omitempty"`
+	// Source is "Platform" or "User", without regard to case; empty
+	// means Platform.
+	Source      string `json:"source,omitempty"`
+	Description string `json:"description,omitempty"`
+	// Lasts is a Go duration string: how long the event stays Started;
+	// empty means the type's default.
+	Lasts string `json:"lasts,omitempty"`
+	// Started creates the event already Started, as an unplanned event.
+	Started bool `json:"started,omitempty"`
+}
+
+// vmRequest is the optional body of POST /v1/vms/{name}/restart and
+// /redeploy.
+type vmRequest struct {
+	// Notice is a Go duration string; empty means the type's minimum.
+	Notice string `json:"notice,omitempty"`
+}
+
+// eventsResponse is the body of GET /v1/events.
+type eventsResponse struct {
+	Events []*forewarn.Event `json:"events"`
+}
+
+// vmsResponse is the body of GET /v1/vms.
+type vmsResponse struct {
+	VMs []engine.VMInfo `json:"vms"`
+}
+
+// errorResponse is the body of every error answer.
+type errorResponse struct {
+	Error errorBody `json:"error"`
+}
+
+// errorBody carries a forewarn error code and its message.
+type errorBody struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// Log attribute keys.
+const (
+	logMethod = "method"
+	logPath   = "path"
+	logErr    = "err"
+)
+
+// Server serves the operator API for one engine. It is an http.Handler.
+type Server struct {
+	eng *engine.Engine
+	log *slog.Logger
+	mux *http.ServeMux
+}
+
+// NewServer returns a Server that acts on eng and logs internal errors to
+// log; a nil log discards them.
+func NewServer(eng *engine.Engine, log *slog.Logger) *Server {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{eng: eng, log: log, mux: http.NewServeMux()}
+	s.mux.HandleFunc("GET /healthz", s.handleHealth)
+	s.mux.HandleFunc("GET /v1/events", s.handleListEvents)
+	s.mux.HandleFunc("POST /v1/events", s.handleCreateEvent)
+	s.mux.HandleFunc("GET /v1/events/{id}", s.handleGetEvent)
+	s.mux.HandleFunc("POST /v1/events/{id}/approve", s.handleApprove)
+	s.mux.HandleFunc("POST /v1/events/{id}/start", s.handleStart)
+	s.mux.HandleFunc("POST /v1/events/{id}/complete", s.handleComplete)
+	s.mux.HandleFunc("POST /v1/events/{id}/cancel", s.handleCancel)
+	s.mux.HandleFunc("GET /v1/vms", s.handleListVMs)
+	s.mux.HandleFunc("POST /v1/vms/{name}/restart", s.handleRestart)
+	s.mux.HandleFunc("POST /v1/vms/{name}/redeploy", s.handleRedeploy)
+	return s
+}
+
+// ServeHTTP routes r. Requests that match no route are answered in the
+// API's JSON error shape rather than the mux's plain text.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h, pattern := s.mux.Handler(r)
+	if pattern != "" {
+		s.mux.ServeHTTP(w, r)
+		return
+	}
+	// The mux answers 404, or 405 with an Allow header; keep its verdict.
+	rec := &recorder{header: http.Header{}}
+	h.ServeHTTP(rec, r)
+	if rec.status == http.StatusMethodNotAllowed {
+		allow := rec.header.Get("Allow")
+		w.Header().Set("Allow", allow)
+		s.writeError(w, r, &statusError{
+			status: http.StatusMethodNotAllowed,
+			err:    forewarn.Errorf(forewarn.EINVALID, "method %s is not allowed for %s (allowed: %s)", r.Method, r.URL.Path, allow),
+		})
+		return
+	}
+	s.writeError(w, r, forewarn.Errorf(forewarn.ENOTFOUND, "no route for %s %s", r.Method, r.URL.Path))
+}
+
+func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
+	s.writeJSON(w, r, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (s *Server) handleListEvents(w http.ResponseWriter, r *http.Request) {
+	s.writeJSON(w, r, http.StatusOK, eventsResponse{Events: s.eng.Events()})
+}
+
+func (s *Server) handleCreateEvent(w http.ResponseWriter, r *http.Request) {
+	var req CreateRequest
+	if err := decode(w, r, &req, false); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	spec, err := req.spec()
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	ev, err := s.eng.Create(r.Context(), spec)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeJSON(w, r, http.StatusCreated, ev)
+}
+
+// spec checks req and converts it to an engine.Spec. The engine checks
+// the rest (VMs, notice minimum, duration).
+func (req *CreateRequest) spec() (engine.Spec, error) {
+	if req.Type == "" {
+		return engine.Spec{}, forewarn.Errorf(forewarn.EINVALID, "missing event type")
+	}
+	typ, err := forewarn.ParseEventType(req.Type)
+	if err != nil {
+		return engine.Spec{}, err
+	}
+	spec := engine.Spec{
+		Type:        typ,
+		VMs:         req.VMs,
+		Duration:    req.Duration,
+		Description: req.Description,
+		Started:     req.Started,
+	}
+	if spec.Notice, err = parseDuration("notice", req.Notice); err != nil {
+		return engine.Spec{}, err
+	}
+	if spec.Lasts, err = parseDuration("lasts", req.Lasts); err != nil {
+		return engine.Spec{}, err
+	}
+	if req.Source != "" {
+		if spec.Source, err = forewarn.ParseSource(req.Source); err != nil {
+			return engine.Spec{}, err
+		}
+	}
+	return spec, nil
+}
+
+// parseDuration parses the duration string s of the named field; ""
+// is zero.
+func parseDuration(field, s string) (time.Duration, error) {
+	if s == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, forewarn.Errorf(forewarn.EINVALID, "invalid %s %q: want a duration such as 15m or 90s", field, s)
+	}
+	return d, nil
+}
+
+func (s *Server) handleGetEvent(w http.ResponseWriter, r *http.Request) {
+	ev, err := s.eng.Event(r.PathValue("id"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, ev)
+}
+
+func (s *Server) handleApprove(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	s.act(w, r, s.eng.Approve(r.Context(), forewarn.Operator, []string{id}))
+}
+
+func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
+	s.act(w, r, s.eng.Start(r.Context(), r.PathValue("id")))
+}
+
+func (s *Server) handleComplete(w http.ResponseWriter, r *http.Request) {
+	s.act(w, r, s.eng.Complete(r.Context(), r.PathValue("id")))
+}
+
+func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
+	s.act(w, r, s.eng.Cancel(r.Context(), r.PathValue("id")))
+}
+
+// act answers an event action: the error err, or the event as it now is.
+func (s *Server) act(w http.ResponseWriter, r *http.Request, err error) {
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	ev, err := s.eng.Event(r.PathValue("id"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, ev)
+}
+
+func (s *Server) handleListVMs(w http.ResponseWriter, r *http.Request) {
+	s.writeJSON(w, r, http.StatusOK, vmsResponse{VMs: s.eng.VMs()})
+}
+
+func (s *Server) handleRestart(w http.ResponseWriter, r *http.Request) {
+	s.vmEvent(w, r, forewarn.Reboot)
+}
+
+func (s *Server) handleRedeploy(w http.ResponseWriter, r *http.Request) {
+	s.vmEvent(w, r, forewarn.Redeploy)
+}
+
+// vmEvent creates a User event of type typ for the VM named in the path,
+// as a VM owner's restart or redeploy would.
+func (s *Server) vmEvent(w http.ResponseWriter, r *http.Request, typ forewarn.EventType) {
+	var req vmRequest
+	if err := decode(w, r, &req, true); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	notice, err := parseDuration("notice", req.Notice)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	ev, err := s.eng.Create(r.Context(), engine.Spec{
+		Type:   typ,
+		VMs:    []string{r.PathValue("name")},
+		Notice: notice,
+		Source: forewarn.User,
+	})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeJSON(w, r, http.StatusCreated, ev)
+}
+
+// decode reads r's JSON body into v, strictly: unknown fields, values of
+// the wrong type, trailing data and bodies over MaxBodyBytes are refused.
+// An empty body leaves v alone when optional, and is an error otherwise.
+func decode(w http.ResponseWriter, r *http.Request, v any, optional bool) error {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil {
+		// Exactly one value: anything but the end of the body is an error.
+		if err = dec.Decode(&json.RawMessage{}); err == nil {
+			return forewarn.Errorf(forewarn.EINVALID, "malformed JSON: unexpected data after the request object")
+		}
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+	}
+	if errors.Is(err, io.EOF) && optional {
+		return nil
+	}
+	return decodeError(err)
+}
+
+// decodeError turns a JSON decoding or body reading error into an
+// EINVALID error whose message names the problem.
+func decodeError(err error) error {
+	var (
+		syntax   *json.SyntaxError
+		typ      *json.UnmarshalTypeError
+		tooLarge *http.MaxBytesError
+	)
+	switch {
+	case errors.As(err, &tooLarge):
+		return &statusError{
+			status: http.StatusRequestEntityTooLarge,
+			err:    forewarn.Errorf(forewarn.EINVALID, "request body is larger than %d bytes", tooLarge.Limit),
+		}
+	case errors.Is(err, io.EOF):
+		return forewarn.Errorf(forewarn.EINVALID, "missing request body: want a JSON object")
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return forewarn.Errorf(forewarn.EINVALID, "malformed JSON: unexpected end of the body")
+	case errors.As(err, &syntax):
+		return forewarn.Errorf(forewarn.EINVALID, "malformed JSON at byte %d: %s", syntax.Offset, strings.TrimPrefix(syntax.Error(), "json: "))
+	case errors.As(err, &typ):
+		if typ.Field == "" {
+			return forewarn.Errorf(forewarn.EINVALID, "request body must be a JSON object, not %s", typ.Value)
+		}
+		return forewarn.Errorf(forewarn.EINVALID, "field %q must be %s, not %s", typ.Field, jsonKind(typ.Type.String()), typ.Value)
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		// encoding/json has no typed error for DisallowUnknownFields.
+		return forewarn.Errorf(forewarn.EINVALID, "%s", strings.TrimPrefix(err.Error(), "json: "))
+	}
+	return forewarn.Errorf(forewarn.EINVALID, "malformed JSON: %s", strings.TrimPrefix(err.Error(), "json: "))
+}
+
+// jsonKind names the JSON kind a Go type decodes from.
+func jsonKind(goType string) string {
+	switch {
+	case goType == "string":
+		return "a string"
+	case goType == "bool":
+		return "a boolean"
+	case goType == "int" || goType == "*int":
+		return "a whole number"
+	case strings.HasPrefix(goType, "[]"):
+		return "an array"
+	}
+	return "of type " + goType
+}
+
+// statusError is an error whose HTTP status is not the one its code maps
+// to: the few refusals (405, 413) that only HTTP has.
+type statusError struct {
+	status int
+	err    *forewarn.Error
+}
+
+func (e *statusError) Error() string { return e.err.Error() }
+func (e *statusError) Unwrap() error { return e.err }
+
+// errorStatus returns the HTTP status code for err: the status of its
+// forewarn error code, or the status an HTTP-only refusal carries.
+func errorStatus(err error) int {
+	var se *statusError
+	if errors.As(err, &se) {
+		return se.status
+	}
+	switch forewarn.ErrorCode(err) {
+	case forewarn.EINVALID:
+		return http.StatusBadRequest
+	case forewarn.ENOTFOUND:
+		return http.StatusNotFound
+	case forewarn.ECONFLICT:
+		return http.StatusConflict
+	case forewarn.EFORBIDDEN:
+		return http.StatusForbidden
+	case forewarn.EUNAVAILABLE:
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}
+
+// writeError answers err in the JSON error shape. Internal errors are
+// logged and answered with a generic message.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	code := forewarn.ErrorCode(err)
+	if code == forewarn.EINTERNAL {
+		s.log.Error("admin request failed", logMethod, r.Method, logPath, r.URL.Path, logErr, err)
+	}
+	s.writeJSON(w, r, errorStatus(err), errorResponse{Error: errorBody{Code: code, Message: forewarn.ErrorMessage(err)}})
+}
+
+// writeJSON answers v as JSON with the given status.
+func (s *Server) writeJSON(w http.ResponseWriter, r *http.Request, status int, v any) {
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(v); err != nil {
+		s.log.Error("encode response", logMethod, r.Method, logPath, r.URL.Path, logErr, err)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusInternalServerError)
+		fmt.Fprintf(w, `{"error":{"code":%q,"message":"internal error"}}`+"\n", forewarn.EINTERNAL)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes()) // a failed write means the client went away
+}
+
+// recorder captures the status and headers of the mux's own 404 and 405
+// answers, discarding their plain-text bodies.
+type recorder struct {
+	header http.Header
+	status int
+}
+
+func (rec *recorder) Header() http.Header         { return rec.header }
+func (rec *recorder) Write(b []byte) (int, error) { return len(b), nil }
+func (rec *recorder) WriteHeader(status int)      { rec.status = status }

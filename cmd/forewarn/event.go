@@ -1,0 +1,174 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/forewarn/forewarn"
+	"github.com/forewarn/forewarn/admin"
+)
+
+const (
+	eventCreateSynopsis = "--type T --vm NAME [--vm NAME ...] [--notice D] [--duration S] [--source User|Platform] [--description TEXT] [--lasts D] [--started]"
+	eventListSynopsis   = "[--json]"
+	eventActionSynopsis = "ID"
+)
+
+const eventUsage = `usage: forewarn event <command> [arguments]
+
+commands:
+  create    ` + eventCreateSynopsis + `
+  list      ` + eventListSynopsis + `
+  approve   ID    approve as the operator, which starts the event now
+  start     ID    start a Scheduled event now
+  complete  ID    end a Started event now
+  cancel    ID    withdraw a Scheduled event
+
+Every command takes --server URL (default $` + serverEnv + `, else ` + defaultServer + `).
+Run 'forewarn event <command> -h' for a command's flags.
+`
+
+// runEvent runs 'forewarn event ...' and returns the exit code.
+func runEvent(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, eventUsage)
+		return 2
+	}
+	switch args[0] {
+	case "create":
+		return eventCreate(ctx, args[1:], stdout, stderr)
+	case "list":
+		return eventList(ctx, args[1:], stdout, stderr)
+	case "approve", "start", "complete", "cancel":
+		return eventAction(ctx, args[0], args[1:], stdout, stderr)
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, eventUsage)
+		return 0
+	}
+	fmt.Fprintf(stderr, "forewarn: unknown event command %q\n\n%s", args[0], eventUsage)
+	return 2
+}
+
+// eventCreate creates an event and prints its ID alone, for scripts.
+func eventCreate(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	c := newCommand("event create", eventCreateSynopsis)
+	var (
+		typ, source, desc string
+		vms               stringsFlag
+		notice, lasts     durationFlag
+		duration          intFlag
+		started           bool
+	)
+	c.fs.StringVar(&typ, "type", "", "event `type`: Freeze, Reboot, Redeploy, Preempt or Terminate (required)")
+	c.fs.Var(&vms, "vm", "`name` of an affected VM; repeat for several (required)")
+	c.fs.Var(&notice, "notice", "`duration` from now to NotBefore (default the type's minimum)")
+	c.fs.Var(&duration, "duration", "announced impact in `seconds` (default -1, unknown)")
+	c.fs.StringVar(&source, "source", "", "`source` of the event: User or Platform (default Platform)")
+	c.fs.StringVar(&desc, "description", "", "`text` shown to the VMs")
+	c.fs.Var(&lasts, "lasts", "`duration` the event stays Started before it completes (default per type)")
+	c.fs.BoolVar(&started, "started", false, "create the event already Started, as an unplanned event")
+	return c.run(args, stderr, func(pos []string) error {
+		if err := noArgs(pos); err != nil {
+			return err
+		}
+		if typ == "" {
+			return usagef("missing --type")
+		}
+		t, err := forewarn.ParseEventType(typ)
+		if err != nil {
+			return usagef("%s", message(err))
+		}
+		if len(vms) == 0 {
+			return usagef("missing --vm")
+		}
+		req := admin.CreateRequest{Type: string(t), VMs: vms, Description: desc, Started: started}
+		if source != "" {
+			s, err := forewarn.ParseSource(source)
+			if err != nil {
+				return usagef("%s", message(err))
+			}
+			req.Source = string(s)
+		}
+		if notice.set {
+			req.Notice = notice.d.String()
+		}
+		if lasts.set {
+			req.Lasts = lasts.d.String()
+		}
+		if duration.set {
+			req.Duration = &duration.n
+		}
+		ev, err := c.client().CreateEvent(ctx, req)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, ev.ID)
+		return nil
+	})
+}
+
+// eventList prints every event as a table, or as the API's JSON.
+func eventList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	c := newCommand("event list", eventListSynopsis)
+	asJSON := c.fs.Bool("json", false, `print {"events":[...]} as the operator API answers it`)
+	return c.run(args, stderr, func(pos []string) error {
+		if err := noArgs(pos); err != nil {
+			return err
+		}
+		evs, err := c.client().Events(ctx)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return printJSON(stdout, map[string]any{"events": evs})
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tTYPE\tSTATUS\tRESOURCES\tNOTBEFORE\tSOURCE")
+		for _, ev := range evs {
+			notBefore := "-"
+			if !ev.NotBefore.IsZero() {
+				notBefore = ev.NotBefore.UTC().Format(time.RFC3339)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n",
+				ev.ID, ev.Type, ev.Status, strings.Join(ev.Resources, ","), notBefore, ev.Source)
+		}
+		return tw.Flush()
+	})
+}
+
+// eventAction approves, starts, completes or cancels one event and
+// prints its resulting status.
+func eventAction(ctx context.Context, action string, args []string, stdout, stderr io.Writer) int {
+	c := newCommand("event "+action, eventActionSynopsis)
+	return c.run(args, stderr, func(pos []string) error {
+		id, err := oneArg(pos, "event ID")
+		if err != nil {
+			return err
+		}
+		cl := c.client()
+		do := map[string]func(context.Context, string) (*forewarn.Event, error){
+			"approve":  cl.Approve,
+			"start":    cl.Start,
+			"complete": cl.Complete,
+			"cancel":   cl.Cancel,
+		}[action]
+		ev, err := do(ctx, id)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "event %s is %s\n", ev.ID, ev.Status)
+		return nil
+	})
+}
+
+// printJSON writes v as indented JSON.
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

@@ -1,0 +1,161 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"path/filepath"
+	"time"
+
+	"github.com/forewarn/forewarn"
+	"github.com/forewarn/forewarn/admin"
+	"github.com/forewarn/forewarn/azure"
+	"github.com/forewarn/forewarn/bolt"
+	"github.com/forewarn/forewarn/engine"
+	"github.com/forewarn/forewarn/fleetfile"
+)
+
+// ServeConfig configures 'forewarn serve'.
+type ServeConfig struct {
+	MetadataAddr     string
+	AdminAddr        string
+	DataDir          string
+	FleetFile        string
+	AllowShortNotice bool
+	// ShutdownTimeout bounds how long in-flight requests may take to finish.
+	ShutdownTimeout time.Duration
+}
+
+// defaultServeConfig returns the defaults the flags start from.
+func defaultServeConfig() ServeConfig {
+	return ServeConfig{
+		MetadataAddr:    "127.0.0.1:8169",
+		AdminAddr:       "127.0.0.1:8170",
+		DataDir:         "forewarn-data",
+		ShutdownTimeout: 10 * time.Second,
+	}
+}
+
+// Validate reports whether c can be served.
+func (c *ServeConfig) Validate() error {
+	if c.DataDir == "" {
+		return errors.New("--data must name a directory")
+	}
+	for _, a := range []struct{ flag, addr string }{{"--metadata-addr", c.MetadataAddr}, {"--admin-addr", c.AdminAddr}} {
+		if _, _, err := net.SplitHostPort(a.addr); err != nil {
+			return fmt.Errorf("%s %q: %v", a.flag, a.addr, err)
+		}
+	}
+	if !loopback(c.AdminAddr) {
+		return fmt.Errorf("--admin-addr %s is not a loopback address; the operator API has no token authentication yet, so it listens on loopback only", c.AdminAddr)
+	}
+	return nil
+}
+
+// loopback reports whether addr's host is a loopback IP or localhost.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
+
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cfg := defaultServeConfig()
+	fs := flag.NewFlagSet("forewarn serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&cfg.MetadataAddr, "metadata-addr", cfg.MetadataAddr, "listen address of the metadata API that VMs call")
+	fs.StringVar(&cfg.AdminAddr, "admin-addr", cfg.AdminAddr, "listen address of the operator API (loopback only)")
+	fs.StringVar(&cfg.DataDir, "data", cfg.DataDir, "directory of the embedded store, created if missing")
+	fs.StringVar(&cfg.FleetFile, "fleet", "", "fleet file (YAML); without it, one Azure VM named after the host answers every caller")
+	fs.BoolVar(&cfg.AllowShortNotice, "allow-short-notice", false, "accept notices below the per-type minimums (testing and development)")
+	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "how long in-flight requests may take to finish on shutdown")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "forewarn serve: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	if err := Serve(ctx, cfg, log, stdout); err != nil {
+		fmt.Fprintf(stderr, "forewarn serve: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// Serve runs the metadata and operator APIs until ctx ends, then shuts
+// down cleanly. It prints one line per listener to out once both listen.
+func Serve(ctx context.Context, cfg ServeConfig, log *slog.Logger, out io.Writer) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	fleet := fleetfile.Default()
+	if cfg.FleetFile != "" {
+		var err error
+		if fleet, err = fleetfile.Load(cfg.FleetFile); err != nil {
+			return errors.New(forewarn.ErrorMessage(err))
+		}
+	}
+	store, err := bolt.Open(filepath.Join(cfg.DataDir, "forewarn.db"))
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+
+	eng, err := engine.New(ctx, engine.Config{Store: store, Fleet: fleet, Logger: log, AllowShortNotice: cfg.AllowShortNotice})
+	if err != nil {
+		return fmt.Errorf("start engine: %w", err)
+	}
+	defer eng.Close()
+
+	mdLn, err := net.Listen("tcp", cfg.MetadataAddr)
+	if err != nil {
+		return fmt.Errorf("metadata API: %w", err)
+	}
+	adLn, err := net.Listen("tcp", cfg.AdminAddr)
+	if err != nil {
+		mdLn.Close()
+		return fmt.Errorf("operator API: %w", err)
+	}
+	servers := []*http.Server{
+		{Handler: azure.NewServer(eng, log), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute},
+		{Handler: admin.NewServer(eng, log), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute},
+	}
+	errc := make(chan error, 2)
+	for i, ln := range []net.Listener{mdLn, adLn} {
+		go func() { errc <- servers[i].Serve(ln) }()
+	}
+	fmt.Fprintf(out, "metadata API listening on %s\noperator API listening on %s\n", mdLn.Addr(), adLn.Addr())
+	log.Info("serving", "vms", len(fleet.VMs), "data", cfg.DataDir)
+
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-errc:
+	}
+	log.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	for _, s := range servers {
+		if err := s.Shutdown(sctx); err != nil {
+			log.Error("shutdown", "err", err)
+		}
+	}
+	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
+		return serveErr
+	}
+	return nil
+}
