@@ -25,6 +25,34 @@ type VM struct {
 	// AvailabilitySet groups VMs that see each other's events.
 	AvailabilitySet string `json:"availabilitySet,omitempty"`
 	UpdateDomain    int    `json:"updateDomain"`
+	// Spot is an Azure Spot VM (priority: Spot) or a Compute Engine VM
+	// with provisioningModel SPOT.
+	Spot bool `json:"spot,omitempty"`
+
+	// The Compute Engine keys.
+
+	// OnHostMaintenance is MIGRATE (the default) or TERMINATE.
+	OnHostMaintenance string `json:"onHostMaintenance,omitempty"`
+	// GPU VMs are never live migrated.
+	GPU bool `json:"gpu,omitempty"`
+	// Preemptible is the legacy preemptible flag; ProvisioningModel is
+	// STANDARD or SPOT.
+	Preemptible       bool   `json:"preemptible,omitempty"`
+	ProvisioningModel string `json:"provisioningModel,omitempty"`
+	// SoleTenant VMs' maintenance-event key always reads NONE.
+	SoleTenant  bool   `json:"soleTenant,omitempty"`
+	Zone        string `json:"zone,omitempty"`
+	MachineType string `json:"machineType,omitempty"`
+	Project     string `json:"project,omitempty"`
+}
+
+// Evictable reports whether the VM can be evicted (preempted).
+func (vm *VM) Evictable() bool { return vm.Spot || vm.Preemptible }
+
+// MigrateAllowed reports whether a Compute Engine VM may be live
+// migrated: not with a GPU, and not when it is set to TERMINATE.
+func (vm *VM) MigrateAllowed() bool {
+	return !vm.GPU && vm.OnHostMaintenance != "TERMINATE"
 }
 
 // Fleet is the set of VMs a server answers for.

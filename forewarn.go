@@ -28,8 +28,47 @@ const (
 	Terminate EventType = "Terminate"
 )
 
+// The Compute Engine maintenance types, named as the maintenance-event
+// metadata key shows them.
+const (
+	MigrateOnHostMaintenance   EventType = "MIGRATE_ON_HOST_MAINTENANCE"
+	TerminateOnHostMaintenance EventType = "TERMINATE_ON_HOST_MAINTENANCE"
+)
+
 // EventTypes lists every known event type in a stable order.
-var EventTypes = []EventType{Freeze, Reboot, Redeploy, Preempt, Terminate}
+var EventTypes = []EventType{Freeze, Reboot, Redeploy, Preempt, Terminate, MigrateOnHostMaintenance, TerminateOnHostMaintenance}
+
+// HostMaintenance reports whether t is a Compute Engine host maintenance
+// type, one that the maintenance-event key announces ahead of time.
+func (t EventType) HostMaintenance() bool {
+	return t == MigrateOnHostMaintenance || t == TerminateOnHostMaintenance
+}
+
+// Lead returns how long before NotBefore the maintenance-event key flips
+// for a host maintenance type: 60 seconds before a live migration, 60
+// minutes before a stop. It is 0 for every other type.
+func (t EventType) Lead() time.Duration {
+	switch t {
+	case MigrateOnHostMaintenance:
+		return time.Minute
+	case TerminateOnHostMaintenance:
+		return time.Hour
+	}
+	return 0
+}
+
+// ForProvider reports whether events of type t can be raised on VMs of
+// provider p. Preempt serves both: an Azure Spot eviction and a Compute
+// Engine preemption.
+func (t EventType) ForProvider(p Provider) bool {
+	switch {
+	case t == Preempt:
+		return true
+	case t.HostMaintenance():
+		return p == GCE
+	}
+	return p == Azure
+}
 
 // ParseEventType returns the event type named s, ignoring case.
 // It returns an EINVALID error for an unknown name.
@@ -59,6 +98,8 @@ func (t EventType) MinNotice() time.Duration {
 		return 30 * time.Second
 	case Terminate:
 		return 5 * time.Minute
+	case MigrateOnHostMaintenance, TerminateOnHostMaintenance:
+		return t.Lead()
 	}
 	return 0
 }
@@ -77,6 +118,10 @@ func (t EventType) DefaultLasts() time.Duration {
 	case Preempt:
 		return 2 * time.Minute
 	case Terminate:
+		return 5 * time.Minute
+	case MigrateOnHostMaintenance:
+		return time.Minute
+	case TerminateOnHostMaintenance:
 		return 5 * time.Minute
 	}
 	return 5 * time.Minute
@@ -146,9 +191,12 @@ type Event struct {
 	Description string `json:"description"`
 	// Lasts is how long the event stays Started before it completes. It
 	// is written in JSON as a Go duration string, such as "5m0s".
-	Lasts     time.Duration `json:"-"`
-	Created   time.Time     `json:"created"`
-	StartedAt time.Time     `json:"startedAt,omitzero"`
+	Lasts   time.Duration `json:"-"`
+	Created time.Time     `json:"created"`
+	// WarnedAt is when a host maintenance event's maintenance-event key
+	// flipped, its Lead before NotBefore; zero until then.
+	WarnedAt  time.Time `json:"warnedAt,omitzero"`
+	StartedAt time.Time `json:"startedAt,omitzero"`
 	// EndedAt is when the event completed or was canceled.
 	EndedAt   time.Time  `json:"endedAt,omitzero"`
 	Approvals []Approval `json:"approvals,omitempty"`
@@ -206,6 +254,9 @@ func (e *Event) EndsAt() time.Time { return e.StartedAt.Add(e.Lasts) }
 func (e *Event) NextDeadline() (time.Time, bool) {
 	switch e.Status {
 	case Scheduled:
+		if lead := e.Type.Lead(); lead > 0 && e.WarnedAt.IsZero() {
+			return e.NotBefore.Add(-lead), true
+		}
 		return e.NotBefore, true
 	case Started:
 		return e.EndsAt(), true

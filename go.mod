@@ -7,4 +7,7 @@ require (
 	go.yaml.in/yaml/v3 v3.0.6
 )
 
-require golang.org/x/sys v0.45.0 // indirect
+require (
+	cloud.google.com/go/compute/metadata v0.10.0 // indirect
+	golang.org/x/sys v0.46.0 // indirect
+)

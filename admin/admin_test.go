@@ -328,12 +328,12 @@ func TestClientErrors(t *testing.T) {
 		message string
 	}{
 		{"unknown type", admin.CreateRequest{Type: "Boom", VMs: []string{"web_0"}}, forewarn.EINVALID,
-			`unknown event type "Boom" (want one of Freeze, Reboot, Redeploy, Preempt, Terminate)`},
+			`unknown event type "Boom" (want one of Freeze, Reboot, Redeploy, Preempt, Terminate, MIGRATE_ON_HOST_MAINTENANCE, TERMINATE_ON_HOST_MAINTENANCE)`},
 		{"missing type", admin.CreateRequest{VMs: []string{"web_0"}}, forewarn.EINVALID, "missing event type"},
 		{"unknown VM", admin.CreateRequest{Type: "Reboot", VMs: []string{"web_0", "nope"}}, forewarn.ENOTFOUND, `unknown VM "nope"`},
 		{"no VM", admin.CreateRequest{Type: "Reboot"}, forewarn.EINVALID, "an event needs at least one VM"},
 		{"GCE VM", admin.CreateRequest{Type: "Reboot", VMs: []string{"gce_0"}}, forewarn.EINVALID,
-			`VM "gce_0" is a gce VM; Reboot events are for Azure VMs`},
+			`VM "gce_0" is a gce VM; Reboot events are not for gce VMs`},
 		{"notice below minimum", admin.CreateRequest{Type: "Reboot", VMs: []string{"web_0"}, Notice: "1m"}, forewarn.EINVALID,
 			"notice 1m0s is below the 15m0s minimum for Reboot (the server's --allow-short-notice lifts this)"},
 		{"bad notice", admin.CreateRequest{Type: "Reboot", VMs: []string{"web_0"}, Notice: "soon"}, forewarn.EINVALID,
@@ -378,7 +378,7 @@ func TestHTTPErrors(t *testing.T) {
 		want         string
 	}{
 		{"unknown type", "POST", "/v1/events", `{"type":"Boom","vms":["web_0"]}`, 400,
-			`{"error":{"code":"invalid","message":"unknown event type \"Boom\" (want one of Freeze, Reboot, Redeploy, Preempt, Terminate)"}}`},
+			`{"error":{"code":"invalid","message":"unknown event type \"Boom\" (want one of Freeze, Reboot, Redeploy, Preempt, Terminate, MIGRATE_ON_HOST_MAINTENANCE, TERMINATE_ON_HOST_MAINTENANCE)"}}`},
 		{"unknown VM", "POST", "/v1/events", `{"type":"Reboot","vms":["nope"]}`, 404,
 			`{"error":{"code":"not_found","message":"unknown VM \"nope\""}}`},
 		{"notice below minimum", "POST", "/v1/events", `{"type":"Reboot","vms":["web_0"],"notice":"1m"}`, 400,

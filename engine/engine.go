@@ -78,7 +78,11 @@ type View struct {
 	Incarnation int64
 	// Events are the visible Scheduled and Started events, oldest first.
 	// They must not be modified.
-	Events  []*forewarn.Event
+	Events []*forewarn.Event
+	// Preempted reports whether a preemption of the VM has started.
+	Preempted bool
+	// Stopped reports whether a preemption of the VM has completed.
+	Stopped bool
 	changed chan struct{}
 }
 
@@ -89,6 +93,8 @@ func (v *View) Changed() <-chan struct{} { return v.changed }
 type VMInfo struct {
 	forewarn.VM
 	Incarnation int64 `json:"incarnation"`
+	// State is "running", or "stopped" once a preemption completed.
+	State string `json:"state"`
 	// Events are the IDs of the active events the VM can see.
 	Events []string `json:"events"`
 }
@@ -100,8 +106,11 @@ type Engine struct {
 	log        *slog.Logger
 	allowShort bool
 
-	// views is built once in New and only read afterwards.
+	// views and queried are built once in New and only read afterwards.
 	views map[string]*atomic.Pointer[View]
+	// queried holds when each VM last read its maintenance-event key,
+	// in Unix nanoseconds; 0 for never since the engine started.
+	queried map[string]*atomic.Int64
 
 	mu     sync.Mutex
 	closed bool
@@ -132,6 +141,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		log:        log,
 		allowShort: cfg.AllowShortNotice,
 		views:      make(map[string]*atomic.Pointer[View], len(cfg.Fleet.VMs)),
+		queried:    make(map[string]*atomic.Int64, len(cfg.Fleet.VMs)),
 		rev:        st.Revision,
 		events:     make(map[string]*forewarn.Event, len(st.Events)),
 		inc:        make(map[string]int64, len(cfg.Fleet.VMs)),
@@ -145,6 +155,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		p := new(atomic.Pointer[View])
 		p.Store(e.buildView(vm))
 		e.views[vm.Name] = p
+		e.queried[vm.Name] = new(atomic.Int64)
 	}
 
 	e.mu.Lock()
@@ -152,7 +163,9 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	now := time.Now()
 	var due []*forewarn.Event
 	for _, ev := range e.events {
-		if c := advance(ev, now); c != nil {
+		// Whether a VM watched its key before the stop is not known, so
+		// missed warnings are given rather than skipped.
+		if c := advance(ev, now, false); c != nil {
 			due = append(due, c)
 		}
 	}
@@ -234,7 +247,10 @@ func (e *Engine) VMs() []VMInfo {
 	out := make([]VMInfo, 0, len(e.fleet.VMs))
 	for _, vm := range e.fleet.VMs {
 		v := e.View(vm.Name)
-		info := VMInfo{VM: *vm, Incarnation: v.Incarnation, Events: []string{}}
+		info := VMInfo{VM: *vm, Incarnation: v.Incarnation, State: "running", Events: []string{}}
+		if v.Stopped {
+			info.State = "stopped"
+		}
 		for _, ev := range v.Events {
 			info.Events = append(info.Events, ev.ID)
 		}
@@ -258,8 +274,12 @@ func (e *Engine) Create(ctx context.Context, s Spec) (*forewarn.Event, error) {
 		if vm == nil {
 			return nil, forewarn.Errorf(forewarn.ENOTFOUND, "unknown VM %q", name)
 		}
-		if vm.Provider != forewarn.Azure {
-			return nil, forewarn.Errorf(forewarn.EINVALID, "VM %q is a %s VM; %s events are for Azure VMs", name, vm.Provider, s.Type)
+		if !s.Type.ForProvider(vm.Provider) {
+			return nil, forewarn.Errorf(forewarn.EINVALID, "VM %q is a %s VM; %s events are not for %s VMs", name, vm.Provider, s.Type, vm.Provider)
+		}
+		if s.Type == forewarn.MigrateOnHostMaintenance && !vm.MigrateAllowed() {
+			return nil, forewarn.Errorf(forewarn.EINVALID,
+				"VM %q cannot be live migrated (it has a GPU or onHostMaintenance TERMINATE); use %s", name, forewarn.TerminateOnHostMaintenance)
 		}
 		if slices.Contains(s.VMs[:i], name) {
 			return nil, forewarn.Errorf(forewarn.EINVALID, "VM %q is named twice", name)
@@ -368,7 +388,7 @@ func (e *Engine) Approve(ctx context.Context, by string, ids []string) error {
 		}
 		c := ev.Clone()
 		c.Approvals = append(c.Approvals, forewarn.Approval{By: by, At: now.Round(0)})
-		if a := advance(c, now); a != nil {
+		if a := advance(c, now, false); a != nil {
 			c = a
 		}
 		changed = append(changed, c)
@@ -507,9 +527,69 @@ func (e *Engine) buildView(vm *forewarn.VM) *View {
 		if ev.Status.Active() && e.fleet.Visible(vm, ev) {
 			v.Events = append(v.Events, ev)
 		}
+		if ev.Type == forewarn.Preempt && ev.Affects(vm.Name) {
+			v.Preempted = v.Preempted || ev.Status == forewarn.Started || ev.Status == forewarn.Completed
+			v.Stopped = v.Stopped || ev.Status == forewarn.Completed
+		}
 	}
 	sortEvents(v.Events)
 	return v
+}
+
+// NoteQuery records that the VM named name read its maintenance-event
+// key now. A live migration warns only VMs that read the key since their
+// last maintenance event. It is safe to call on every request.
+func (e *Engine) NoteQuery(name string) {
+	if q := e.queried[name]; q != nil {
+		q.Store(time.Now().UnixNano())
+	}
+}
+
+// watched reports whether any VM of ev read its maintenance-event key
+// since its last host maintenance event ended. e.mu must be held.
+func (e *Engine) watched(ev *forewarn.Event) bool {
+	for _, name := range ev.Resources {
+		q := e.queried[name]
+		if q == nil || q.Load() == 0 {
+			continue
+		}
+		var lastEnd time.Time
+		for _, other := range e.events {
+			if other.Type.HostMaintenance() && other.Status == forewarn.Completed && other.Affects(name) && other.EndedAt.After(lastEnd) {
+				lastEnd = other.EndedAt
+			}
+		}
+		if q.Load() > lastEnd.UnixNano() {
+			return true
+		}
+	}
+	return false
+}
+
+// Evict preempts a Spot or preemptible VM. An Azure VM gets a Platform
+// Preempt with 30 seconds of notice. A Compute Engine VM's preemption
+// starts at once (its preempted key turns TRUE) and the VM stops 30
+// seconds later.
+// Errors: ENOTFOUND, EINVALID for a VM that cannot be evicted,
+// ECONFLICT for one already being preempted.
+func (e *Engine) Evict(ctx context.Context, name string) (*forewarn.Event, error) {
+	vm := e.fleet.VM(name)
+	if vm == nil {
+		return nil, forewarn.Errorf(forewarn.ENOTFOUND, "unknown VM %q", name)
+	}
+	if !vm.Evictable() {
+		return nil, forewarn.Errorf(forewarn.EINVALID, "VM %q is not a Spot or preemptible VM", name)
+	}
+	if v := e.View(name); v.Preempted || slices.ContainsFunc(v.Events, func(ev *forewarn.Event) bool {
+		return ev.Type == forewarn.Preempt && ev.Affects(name)
+	}) {
+		return nil, forewarn.Errorf(forewarn.ECONFLICT, "VM %q is already being preempted", name)
+	}
+	spec := Spec{Type: forewarn.Preempt, VMs: []string{name}, Source: forewarn.Platform, Notice: forewarn.Preempt.MinNotice()}
+	if vm.Provider == forewarn.GCE {
+		spec.Started, spec.Lasts = true, 30*time.Second
+	}
+	return e.Create(ctx, spec)
 }
 
 // arm sets or clears the timer of ev's next deadline. e.mu must be held.
@@ -538,7 +618,7 @@ func (e *Engine) fire(id string) {
 		return
 	}
 	now := time.Now()
-	c := advance(ev, now)
+	c := advance(ev, now, !e.watched(ev))
 	if c == nil {
 		e.arm(ev, now)
 		return
@@ -556,8 +636,31 @@ func (e *Engine) fire(id string) {
 // its approvals allow, or nil when nothing changes. A deadline start is
 // dated at NotBefore and a deadline completion at the end of its impact,
 // so state after a restart is the state the timers would have produced.
-func advance(ev *forewarn.Event, now time.Time) *forewarn.Event {
+//
+// A host maintenance event is warned of its Lead before NotBefore. A
+// live migration whose VMs did not watch their maintenance-event key
+// (skipWarning) gets no warning: it starts when the warning would have
+// been given.
+func advance(ev *forewarn.Event, now time.Time, skipWarning bool) *forewarn.Event {
 	var c *forewarn.Event
+	if lead := ev.Type.Lead(); ev.Status == forewarn.Scheduled && lead > 0 && ev.WarnedAt.IsZero() {
+		warn := ev.NotBefore.Add(-lead)
+		if now.Before(warn) && !ev.Approved() {
+			return nil
+		}
+		c = ev.Clone()
+		c.WarnedAt = warn
+		if now.Before(warn) {
+			// Approved before the warning was due: warned as it starts.
+			c.WarnedAt = now.Round(0)
+		}
+		if skipWarning && ev.Type == forewarn.MigrateOnHostMaintenance && !now.Before(warn) {
+			c.Status = forewarn.Started
+			c.StartedAt = warn
+			c.NotBefore = time.Time{}
+		}
+		ev = c
+	}
 	if ev.Status == forewarn.Scheduled {
 		var at time.Time
 		switch {
@@ -568,7 +671,9 @@ func advance(ev *forewarn.Event, now time.Time) *forewarn.Event {
 		default:
 			return nil
 		}
-		c = ev.Clone()
+		if c == nil {
+			c = ev.Clone()
+		}
 		c.Status = forewarn.Started
 		c.StartedAt = at
 		c.NotBefore = time.Time{}
@@ -587,7 +692,7 @@ func advance(ev *forewarn.Event, now time.Time) *forewarn.Event {
 // sameDocument reports whether a and b render the same in a metadata
 // document (approvals, for example, are not shown).
 func sameDocument(a, b *forewarn.Event) bool {
-	return a.Status == b.Status && a.Type == b.Type && a.NotBefore.Equal(b.NotBefore) &&
+	return a.Status == b.Status && a.Type == b.Type && a.NotBefore.Equal(b.NotBefore) && a.WarnedAt.Equal(b.WarnedAt) &&
 		a.Duration == b.Duration && a.Source == b.Source && a.Description == b.Description &&
 		slices.Equal(a.Resources, b.Resources)
 }

@@ -5,6 +5,7 @@ package fleetfile
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -28,7 +29,25 @@ type vmEntry struct {
 	Provider        string `yaml:"provider"`
 	AvailabilitySet string `yaml:"availabilitySet"`
 	UpdateDomain    *int   `yaml:"updateDomain"`
+	// Azure: Spot or Regular.
+	Priority string `yaml:"priority"`
+	// Compute Engine.
+	OnHostMaintenance string `yaml:"onHostMaintenance"`
+	GPU               bool   `yaml:"gpu"`
+	Preemptible       bool   `yaml:"preemptible"`
+	ProvisioningModel string `yaml:"provisioningModel"`
+	SoleTenant        bool   `yaml:"soleTenant"`
+	Zone              string `yaml:"zone"`
+	MachineType       string `yaml:"machineType"`
+	Project           string `yaml:"project"`
 }
+
+// Compute Engine defaults for keys a fleet file leaves out.
+const (
+	DefaultZone        = "us-central1-a"
+	DefaultMachineType = "e2-standard-2"
+	DefaultProject     = "forewarn-project"
+)
 
 // Load reads and parses the fleet file at path.
 func Load(path string) (*forewarn.Fleet, error) {
@@ -101,13 +120,73 @@ func Parse(data []byte) (*forewarn.Fleet, error) {
 			}
 			vm.UpdateDomain = *e.UpdateDomain
 		}
+		if err := providerKeys(where, &e, vm); err != nil {
+			return nil, err
+		}
 		fleet.VMs = append(fleet.VMs, vm)
 	}
 	return fleet, nil
 }
 
+// providerKeys checks and applies the keys that belong to one provider.
+func providerKeys(where string, e *vmEntry, vm *forewarn.VM) error {
+	if vm.Provider == forewarn.Azure {
+		for key, set := range map[string]bool{
+			"onHostMaintenance": e.OnHostMaintenance != "", "gpu": e.GPU, "preemptible": e.Preemptible,
+			"provisioningModel": e.ProvisioningModel != "", "soleTenant": e.SoleTenant,
+			"machineType": e.MachineType != "", "project": e.Project != "",
+		} {
+			if set {
+				return forewarn.Errorf(forewarn.EINVALID, "%s: %s is a gce key; this VM's provider is azure", where, key)
+			}
+		}
+		switch strings.ToLower(e.Priority) {
+		case "", "regular":
+		case "spot":
+			vm.Spot = true
+		default:
+			return forewarn.Errorf(forewarn.EINVALID, "%s: priority %q is not Spot or Regular", where, e.Priority)
+		}
+		vm.Zone = e.Zone
+		return nil
+	}
+	if e.Priority != "" {
+		return forewarn.Errorf(forewarn.EINVALID, "%s: priority is an azure key; use preemptible or provisioningModel on gce", where)
+	}
+	switch strings.ToUpper(e.ProvisioningModel) {
+	case "", "STANDARD":
+	case "SPOT":
+		vm.Spot = true
+	default:
+		return forewarn.Errorf(forewarn.EINVALID, "%s: provisioningModel %q is not STANDARD or SPOT", where, e.ProvisioningModel)
+	}
+	vm.Preemptible = e.Preemptible
+	vm.GPU = e.GPU
+	vm.SoleTenant = e.SoleTenant
+	switch ohm := strings.ToUpper(e.OnHostMaintenance); {
+	case ohm == "" && (vm.GPU || vm.Evictable()):
+		vm.OnHostMaintenance = "TERMINATE"
+	case ohm == "":
+		vm.OnHostMaintenance = "MIGRATE"
+	case ohm == "MIGRATE" && vm.GPU:
+		return forewarn.Errorf(forewarn.EINVALID, "%s: onHostMaintenance MIGRATE is not possible with gpu: true (GPU VMs are stopped, not migrated)", where)
+	case ohm == "MIGRATE" && vm.Evictable():
+		return forewarn.Errorf(forewarn.EINVALID, "%s: onHostMaintenance MIGRATE is not possible for a preemptible or Spot VM", where)
+	case ohm == "MIGRATE" || ohm == "TERMINATE":
+		vm.OnHostMaintenance = ohm
+	default:
+		return forewarn.Errorf(forewarn.EINVALID, "%s: onHostMaintenance %q is not MIGRATE or TERMINATE", where, e.OnHostMaintenance)
+	}
+	vm.Zone = cmp.Or(e.Zone, DefaultZone)
+	vm.MachineType = cmp.Or(e.MachineType, DefaultMachineType)
+	vm.Project = cmp.Or(e.Project, DefaultProject)
+	return nil
+}
+
 // Default returns the fleet used without a fleet file: one Azure VM,
-// named after the host, that answers every caller.
+// named after the host, that answers every caller of the Azure API, and
+// one Compute Engine VM, named after the host with "-gce", that answers
+// every caller of the Compute Engine API.
 func Default() *forewarn.Fleet {
 	name, err := os.Hostname()
 	if err != nil || name == "" {
@@ -116,5 +195,9 @@ func Default() *forewarn.Fleet {
 	if i := strings.IndexByte(name, '.'); i > 0 {
 		name = name[:i]
 	}
-	return &forewarn.Fleet{VMs: []*forewarn.VM{{Name: name, Provider: forewarn.Azure}}}
+	return &forewarn.Fleet{VMs: []*forewarn.VM{
+		{Name: name, Provider: forewarn.Azure},
+		{Name: name + "-gce", Provider: forewarn.GCE, OnHostMaintenance: "MIGRATE",
+			Zone: DefaultZone, MachineType: DefaultMachineType, Project: DefaultProject},
+	}}
 }

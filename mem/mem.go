@@ -181,6 +181,7 @@ func normalize(e *forewarn.Event) *forewarn.Event {
 	c := e.Clone()
 	c.NotBefore = c.NotBefore.UTC()
 	c.Created = c.Created.UTC()
+	c.WarnedAt = c.WarnedAt.UTC()
 	c.StartedAt = c.StartedAt.UTC()
 	c.EndedAt = c.EndedAt.UTC()
 	if len(c.Approvals) == 0 {

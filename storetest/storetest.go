@@ -124,8 +124,8 @@ func RunDurable(t *testing.T, open func(t *testing.T, dir string) forewarn.Store
 // testEventFields fails when Event or Approval grow a field that
 // eventDiff does not compare.
 func testEventFields(t *testing.T) {
-	if n := reflect.TypeFor[forewarn.Event]().NumField(); n != 13 {
-		t.Errorf("forewarn.Event has %d fields, the suite compares 13: update eventDiff", n)
+	if n := reflect.TypeFor[forewarn.Event]().NumField(); n != 14 {
+		t.Errorf("forewarn.Event has %d fields, the suite compares 14: update eventDiff", n)
 	}
 	if n := reflect.TypeFor[forewarn.Approval]().NumField(); n != 2 {
 		t.Errorf("forewarn.Approval has %d fields, the suite compares 2: update eventDiff", n)
@@ -490,6 +490,7 @@ func fullEvent(n int) *forewarn.Event {
 		Description: fmt.Sprintf("Host OS update #%d", n),
 		Lasts:       5*time.Minute + 250*time.Millisecond,
 		Created:     time.Date(2026, 3, 1, 9, 0, 0, 123456789, time.UTC),
+		WarnedAt:    time.Date(2026, 3, 1, 10, 9, 1, 987654321, cet),
 		StartedAt:   time.Date(2026, 3, 1, 10, 10, 1, 987654321, cet),
 		EndedAt:     time.Date(2026, 3, 1, 10, 15, 2, 1, cet),
 		Approvals: []forewarn.Approval{
@@ -621,6 +622,7 @@ func eventDiff(want, got *forewarn.Event) string {
 		field("Lasts", want.Lasts, got.Lasts)
 	}
 	timeField("Created", want.Created, got.Created)
+	timeField("WarnedAt", want.WarnedAt, got.WarnedAt)
 	timeField("StartedAt", want.StartedAt, got.StartedAt)
 	timeField("EndedAt", want.EndedAt, got.EndedAt)
 	if len(got.Approvals) != len(want.Approvals) {
