@@ -110,6 +110,14 @@ func (c *Client) Redeploy(ctx context.Context, name string, notice time.Duration
 	return c.vmEvent(ctx, name, "redeploy", notice)
 }
 
+// Evict preempts the Spot or preemptible VM named name: an Azure VM gets
+// a Preempt with 30 s notice, a Compute Engine VM is preempted at once.
+// Errors: ENOTFOUND for an unknown VM, EINVALID for a VM that cannot be
+// evicted, ECONFLICT for one already being preempted.
+func (c *Client) Evict(ctx context.Context, name string) (*forewarn.Event, error) {
+	return c.event(ctx, http.MethodPost, "/v1/vms/"+url.PathEscape(name)+"/evict")
+}
+
 func (c *Client) vmEvent(ctx context.Context, name, action string, notice time.Duration) (*forewarn.Event, error) {
 	var req vmRequest
 	if notice != 0 {

@@ -112,6 +112,7 @@ func NewServer(eng *engine.Engine, log *slog.Logger) *Server {
 	s.mux.HandleFunc("GET /v1/vms", s.handleListVMs)
 	s.mux.HandleFunc("POST /v1/vms/{name}/restart", s.handleRestart)
 	s.mux.HandleFunc("POST /v1/vms/{name}/redeploy", s.handleRedeploy)
+	s.mux.HandleFunc("POST /v1/vms/{name}/evict", s.handleEvict)
 	return s
 }
 
@@ -255,6 +256,16 @@ func (s *Server) handleListVMs(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleRestart(w http.ResponseWriter, r *http.Request) {
 	s.vmEvent(w, r, forewarn.Reboot)
+}
+
+// handleEvict preempts a Spot or preemptible VM.
+func (s *Server) handleEvict(w http.ResponseWriter, r *http.Request) {
+	ev, err := s.eng.Evict(r.Context(), r.PathValue("name"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeJSON(w, r, http.StatusCreated, ev)
 }
 
 func (s *Server) handleRedeploy(w http.ResponseWriter, r *http.Request) {

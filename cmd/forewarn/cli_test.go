@@ -188,10 +188,10 @@ func TestVMCommands(t *testing.T) {
 		t.Errorf("redeploy notice = %s, want 40m", notice)
 	}
 
-	want := "NAME   IP        PROVIDER  AVAILABILITY SET  UPDATE DOMAIN  INCARNATION  EVENTS\n" +
-		"web_0  10.0.0.4  azure     web               0              2            " + restart.ID + "\n" +
-		"web_1  10.0.0.5  azure     web               1              2            " + restart.ID + "\n" +
-		"db_0   -         azure     -                 0              2            " + redeploy.ID + "\n"
+	want := "NAME   IP        PROVIDER  STATE    AVAILABILITY SET  UPDATE DOMAIN  INCARNATION  EVENTS\n" +
+		"web_0  10.0.0.4  azure     running  web               0              2            " + restart.ID + "\n" +
+		"web_1  10.0.0.5  azure     running  web               1              2            " + restart.ID + "\n" +
+		"db_0   -         azure     running  -                 0              2            " + redeploy.ID + "\n"
 	if got := cliOK(t, "vm", "list", "--server", url); got != want {
 		t.Errorf("table:\n%s\nwant:\n%s", got, want)
 	}

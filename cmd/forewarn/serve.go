@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/netip"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/forewarn/forewarn"
@@ -19,6 +20,7 @@ import (
 	"github.com/forewarn/forewarn/bolt"
 	"github.com/forewarn/forewarn/engine"
 	"github.com/forewarn/forewarn/fleetfile"
+	"github.com/forewarn/forewarn/gce"
 )
 
 // ServeConfig configures 'forewarn serve'.
@@ -131,7 +133,7 @@ func Serve(ctx context.Context, cfg ServeConfig, log *slog.Logger, out io.Writer
 		return fmt.Errorf("operator API: %w", err)
 	}
 	servers := []*http.Server{
-		{Handler: azure.NewServer(eng, log), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute},
+		{Handler: metadataHandler(azure.NewServer(eng, log), gce.NewServer(eng, log)), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute},
 		{Handler: admin.NewServer(eng, log), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute},
 	}
 	errc := make(chan error, 2)
@@ -158,4 +160,22 @@ func Serve(ctx context.Context, cfg ServeConfig, log *slog.Logger, out io.Writer
 		return serveErr
 	}
 	return nil
+}
+
+// metadataHandler routes the metadata listener: Azure paths to the Azure
+// API, Compute Engine paths to the GCE API, and anything else (such as
+// GET /) to the API of the calling VM's provider.
+func metadataHandler(az *azure.Server, g *gce.Server) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch p := r.URL.Path; {
+		case strings.HasPrefix(p, "/metadata/"):
+			az.ServeHTTP(w, r)
+		case strings.HasPrefix(p, "/computeMetadata"):
+			g.ServeHTTP(w, r)
+		case g.Caller(r) != nil && g.Caller(r).Provider == forewarn.GCE:
+			g.ServeHTTP(w, r)
+		default:
+			az.ServeHTTP(w, r)
+		}
+	})
 }

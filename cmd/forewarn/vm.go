@@ -21,6 +21,7 @@ commands:
   list      ` + vmListSynopsis + `
   restart   ` + vmActionSynopsis + `    raise a User Reboot of the VM
   redeploy  ` + vmActionSynopsis + `    raise a User Redeploy of the VM
+  evict     NAME                 preempt a Spot or preemptible VM
 
 Every command takes --server URL (default $` + serverEnv + `, else ` + defaultServer + `).
 Run 'forewarn vm <command> -h' for a command's flags.
@@ -37,6 +38,8 @@ func runVM(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return vmList(ctx, args[1:], stdout, stderr)
 	case "restart", "redeploy":
 		return vmAction(ctx, args[0], args[1:], stdout, stderr)
+	case "evict":
+		return vmEvict(ctx, args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, vmUsage)
 		return 0
@@ -61,10 +64,10 @@ func vmList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return printJSON(stdout, map[string]any{"vms": vms})
 		}
 		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "NAME\tIP\tPROVIDER\tAVAILABILITY SET\tUPDATE DOMAIN\tINCARNATION\tEVENTS")
+		fmt.Fprintln(tw, "NAME\tIP\tPROVIDER\tSTATE\tAVAILABILITY SET\tUPDATE DOMAIN\tINCARNATION\tEVENTS")
 		for _, vm := range vms {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\n",
-				vm.Name, dash(vm.IP.String(), vm.IP.IsValid()), vm.Provider,
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n",
+				vm.Name, dash(vm.IP.String(), vm.IP.IsValid()), vm.Provider, vm.State,
 				dash(vm.AvailabilitySet, vm.AvailabilitySet != ""), vm.UpdateDomain, vm.Incarnation,
 				dash(strings.Join(vm.Events, ","), len(vm.Events) > 0))
 		}
@@ -98,6 +101,24 @@ func vmAction(ctx context.Context, action string, args []string, stdout, stderr 
 		}
 		var ev *forewarn.Event
 		if ev, err = do(ctx, name, notice.d); err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, ev.ID)
+		return nil
+	})
+}
+
+// vmEvict preempts a Spot or preemptible VM and prints the Preempt
+// event's ID alone.
+func vmEvict(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	c := newCommand("vm evict", "NAME")
+	return c.run(args, stderr, func(pos []string) error {
+		name, err := oneArg(pos, "VM name")
+		if err != nil {
+			return err
+		}
+		ev, err := c.client().Evict(ctx, name)
+		if err != nil {
 			return err
 		}
 		fmt.Fprintln(stdout, ev.ID)

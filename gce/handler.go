@@ -1,0 +1,284 @@
+package gce
+
+import (
+	"fmt"
+	"html"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/forewarn/forewarn"
+	"github.com/forewarn/forewarn/engine"
+)
+
+// Prefix is the path under which the metadata keys live.
+const Prefix = "/computeMetadata/v1/"
+
+var (
+	hdrGoogle = []string{"Google"}
+	hdrServer = []string{"Metadata Server for VM"}
+	hdrText   = []string{"application/text"}
+	hdrJSON   = []string{"application/json"}
+	hdrHTML   = []string{"text/html; charset=UTF-8"}
+)
+
+// Server serves the Compute Engine metadata API to the fleet's GCE VMs.
+type Server struct {
+	eng   *engine.Engine
+	index *forewarn.Index
+	log   *slog.Logger
+	// docs is keyed by VM name; the map is built once and only read.
+	docs map[string]*atomic.Pointer[doc]
+}
+
+// NewServer returns a Server answering for eng's fleet. It renders every
+// GCE VM's document now and again whenever the engine publishes a change.
+func NewServer(eng *engine.Engine, log *slog.Logger) *Server {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{
+		eng:   eng,
+		index: forewarn.NewIndex(eng.Fleet()),
+		log:   log,
+		docs:  map[string]*atomic.Pointer[doc]{},
+	}
+	for _, vm := range eng.Fleet().VMs {
+		if vm.Provider == forewarn.GCE {
+			s.docs[vm.Name] = new(atomic.Pointer[doc])
+		}
+	}
+	eng.Subscribe(func(v *engine.View) {
+		p := s.docs[v.VM.Name]
+		if p == nil {
+			return
+		}
+		d := render(v)
+		if old := p.Swap(d); old != nil {
+			old.next = d
+			close(old.changed)
+		}
+	})
+	return s
+}
+
+// Caller returns the GCE VM whose requests come from r's source address,
+// or nil.
+func (s *Server) Caller(r *http.Request) *forewarn.VM {
+	addr, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return nil
+	}
+	return s.index.Lookup(addr.Addr(), forewarn.GCE)
+}
+
+// writeError writes an HTML error page, as the real server does; clients
+// read only the status.
+func writeError(w http.ResponseWriter, r *http.Request, status int, detail string) {
+	w.Header()["Content-Type"] = hdrHTML
+	w.WriteHeader(status)
+	fmt.Fprintf(w, "<!DOCTYPE html>\n<html lang=en>\n<meta charset=utf-8>\n<title>Error %d (%s)</title>\n<p><b>%d.</b> %s\n<p>URL: <code>%s</code>\n",
+		status, http.StatusText(status), status, html.EscapeString(detail), html.EscapeString(r.URL.Path))
+}
+
+// params are the query parameters the server understands.
+type params struct {
+	alt           string // "", "json" or "text"
+	recursive     bool
+	wait          bool
+	lastETag      string
+	timeout       time.Duration // 0: unbounded
+	timeoutGiven  bool
+	hasParameters bool
+}
+
+// parseParams reads the query string; unknown parameters are ignored, as
+// the real server does, and bad values of known ones are refused.
+func parseParams(raw string) (params, string) {
+	var p params
+	if raw == "" {
+		return p, ""
+	}
+	q, err := url.ParseQuery(raw)
+	if err != nil {
+		return p, "malformed query string"
+	}
+	p.hasParameters = true
+	boolean := func(name string) (bool, string) {
+		switch v := strings.ToLower(q.Get(name)); v {
+		case "", "false":
+			return false, ""
+		case "true":
+			return true, ""
+		}
+		return false, fmt.Sprintf("%s must be true or false, not %q", name, q.Get(name))
+	}
+	var msg string
+	if p.recursive, msg = boolean("recursive"); msg != "" {
+		return p, msg
+	}
+	if p.wait, msg = boolean("wait_for_change"); msg != "" {
+		return p, msg
+	}
+	switch p.alt = strings.ToLower(q.Get("alt")); p.alt {
+	case "", "json", "text":
+	default:
+		return p, fmt.Sprintf("alt must be json or text, not %q", q.Get("alt"))
+	}
+	p.lastETag = q.Get("last_etag")
+	if ts := q.Get("timeout_sec"); ts != "" {
+		n, err := strconv.Atoi(ts)
+		if err != nil || n < 0 {
+			return p, fmt.Sprintf("timeout_sec must be a whole number of seconds, not %q", ts)
+		}
+		p.timeout, p.timeoutGiven = time.Duration(n)*time.Second, true
+	}
+	return p, ""
+}
+
+// ServeHTTP serves "/", "/computeMetadata/" and everything below
+// /computeMetadata/v1/.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h["Metadata-Flavor"] = hdrGoogle
+	h["Server"] = hdrServer
+	vm := s.Caller(r)
+	switch {
+	case vm == nil:
+		addr := r.RemoteAddr
+		if ap, err := netip.ParseAddrPort(addr); err == nil {
+			addr = ap.Addr().String()
+		}
+		writeError(w, r, http.StatusForbidden, "No VM of the fleet has the source address "+addr+".")
+		return
+	case vm.Provider != forewarn.GCE:
+		writeError(w, r, http.StatusNotFound, "The requested URL was not found on this server.")
+		return
+	case r.Method != http.MethodGet && r.Method != http.MethodHead:
+		w.Header().Set("Allow", "GET, HEAD")
+		writeError(w, r, http.StatusMethodNotAllowed, "The method "+r.Method+" is not allowed.")
+		return
+	case len(r.Header.Values("X-Forwarded-For")) > 0:
+		writeError(w, r, http.StatusForbidden, "Requests with an X-Forwarded-For header are not allowed.")
+		return
+	}
+	switch r.URL.Path {
+	case "/":
+		writeText(w, []byte("computeMetadata/\n"), nil)
+		return
+	case "/computeMetadata", "/computeMetadata/v1":
+		http.Redirect(w, r, r.URL.Path+"/", http.StatusMovedPermanently)
+		return
+	case "/computeMetadata/":
+		writeText(w, []byte("v1/\n"), nil)
+		return
+	}
+	if r.Header.Get("Metadata-Flavor") != "Google" {
+		writeError(w, r, http.StatusForbidden, "Missing Metadata-Flavor:Google header.")
+		return
+	}
+	key, ok := strings.CutPrefix(r.URL.Path, Prefix)
+	if !ok {
+		writeError(w, r, http.StatusNotFound, "The requested URL was not found on this server.")
+		return
+	}
+	p, msg := parseParams(r.URL.RawQuery)
+	if msg != "" {
+		writeError(w, r, http.StatusBadRequest, "Bad request: "+msg+".")
+		return
+	}
+	d := s.docs[vm.Name].Load()
+	n := d.nodes[key]
+	if n == nil {
+		if d.nodes[key+"/"] != nil {
+			u := *r.URL
+			u.Path += "/"
+			http.Redirect(w, r, u.RequestURI(), http.StatusMovedPermanently)
+			return
+		}
+		writeError(w, r, http.StatusNotFound, "The requested URL was not found on this server.")
+		return
+	}
+	if key == "instance/maintenance-event" {
+		s.eng.NoteQuery(vm.Name)
+	}
+	if p.wait {
+		n = s.wait(r, d, key, n, p)
+		if n == nil {
+			return // the client went away
+		}
+	}
+	write(w, n, p)
+}
+
+// wait holds a wait_for_change request until key's ETag differs from
+// last_etag, walking the chain of documents so that no change is missed,
+// until timeout_sec passes or the client goes away (nil).
+func (s *Server) wait(r *http.Request, d *doc, key string, n *node, p params) *node {
+	if n.etag[0] != p.lastETag {
+		return n
+	}
+	var timeout <-chan time.Time
+	if p.timeoutGiven {
+		t := time.NewTimer(p.timeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	for {
+		select {
+		case <-r.Context().Done():
+			return nil
+		case <-timeout:
+			return n
+		case <-d.changed:
+			d = d.next
+			n = d.nodes[key]
+			if n.etag[0] != p.lastETag {
+				return n
+			}
+		}
+	}
+}
+
+// write sends node n in the form p asks for.
+func write(w http.ResponseWriter, n *node, p params) {
+	h := w.Header()
+	h["ETag"] = n.etag
+	if n.absent {
+		h["Content-Type"] = hdrJSON
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write(n.text)
+		return
+	}
+	switch {
+	case n.dir && p.recursive && p.alt == "text":
+		writeText(w, n.recursiveText, n.etag)
+	case n.dir && p.recursive:
+		writeJSON(w, n.recursive)
+	case p.alt == "json":
+		writeJSON(w, n.json)
+	default:
+		writeText(w, n.text, n.etag)
+	}
+}
+
+func writeText(w http.ResponseWriter, b []byte, etag []string) {
+	h := w.Header()
+	h["Content-Type"] = hdrText
+	if etag != nil {
+		h["ETag"] = etag
+	}
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b)
+}
+
+func writeJSON(w http.ResponseWriter, b []byte) {
+	w.Header()["Content-Type"] = hdrJSON
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b)
+}

@@ -1,0 +1,266 @@
+// Package gce speaks the Google Compute Engine metadata server wire for
+// maintenance: the maintenance-event, preempted, scheduling and
+// upcoming-maintenance keys with their ETags and wait_for_change
+// long-polls, the identity keys clients read beside them, and the
+// directory listings.
+//
+// Every key of a VM is rendered once per change of the VM's engine view
+// into an immutable document. Documents are chained: each one points to
+// its successor once it exists, so a long-poll walks every value a key
+// took and never misses a change, even one that is changed back.
+package gce
+
+import (
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/forewarn/forewarn"
+	"github.com/forewarn/forewarn/engine"
+)
+
+// node is one key or directory of a VM's metadata tree, rendered.
+type node struct {
+	// text is the body a plain GET returns: the value without a trailing
+	// newline, or a directory listing with one entry a line.
+	text []byte
+	// json is the alt=json body: a JSON string for a value, the listing as
+	// a JSON array for a directory.
+	json []byte
+	// recursive is the recursive=true body of a directory (JSON).
+	recursive []byte
+	// recursiveText is the recursive=true&alt=text body of a directory.
+	recursiveText []byte
+	// etag is 16 lower-case hex digits derived from the value, ready to
+	// assign as a header value.
+	etag []string
+	// dir reports whether the node is a directory.
+	dir bool
+	// absent marks a key with no value now (upcoming-maintenance when no
+	// maintenance is announced); GETs answer 503.
+	absent bool
+}
+
+// doc is one VM's rendered tree as of one engine view.
+type doc struct {
+	vm    *forewarn.VM
+	nodes map[string]*node // by path below /computeMetadata/v1/, directories with a trailing "/"
+	// changed is closed once next is set.
+	changed chan struct{}
+	next    *doc
+}
+
+// upcomingFields are the keys of upcoming-maintenance, in output order.
+var upcomingFields = []string{"can_reschedule", "latest_window_start_time", "maintenance_status", "type", "window_end_time", "window_start_time"}
+
+// noNotification is the body real servers send for upcoming-maintenance
+// when nothing is announced.
+const noNotification = `{ "error": "no notifications have been received yet, try again later" }`
+
+// tree is a directory being built: leaf values and subdirectories.
+type tree struct {
+	leaves map[string]any // string, int64 or map[string]string (upcoming-maintenance)
+	dirs   map[string]*tree
+}
+
+func newTree() *tree { return &tree{leaves: map[string]any{}, dirs: map[string]*tree{}} }
+
+// render builds the document of view v.
+func render(v *engine.View) *doc {
+	vm := v.VM
+	num := numericID("project:" + vm.Project)
+	root := newTree()
+	inst, proj, sched := newTree(), newTree(), newTree()
+	root.dirs["instance"], root.dirs["project"] = inst, proj
+	inst.dirs["scheduling"] = sched
+
+	inst.leaves["name"] = vm.Name
+	inst.leaves["hostname"] = fmt.Sprintf("%s.%s.c.%s.internal", vm.Name, vm.Zone, vm.Project)
+	inst.leaves["id"] = numericID("instance:" + vm.Name)
+	inst.leaves["zone"] = fmt.Sprintf("projects/%d/zones/%s", num, vm.Zone)
+	inst.leaves["machine-type"] = fmt.Sprintf("projects/%d/machineTypes/%s", num, vm.MachineType)
+	inst.leaves["maintenance-event"] = maintenanceEvent(v)
+	inst.leaves["preempted"] = upper(v.Preempted)
+	if um := upcoming(v); um != nil {
+		inst.leaves["upcoming-maintenance"] = um
+	} else {
+		inst.leaves["upcoming-maintenance"] = nil
+	}
+	sched.leaves["automatic-restart"] = upper(!vm.Evictable())
+	sched.leaves["on-host-maintenance"] = vm.OnHostMaintenance
+	sched.leaves["preemptible"] = upper(vm.Preemptible)
+	sched.leaves["provisioning-model"] = map[bool]string{true: "SPOT", false: "STANDARD"}[vm.Spot]
+	proj.leaves["project-id"] = vm.Project
+	proj.leaves["numeric-project-id"] = num
+
+	d := &doc{vm: vm, nodes: map[string]*node{}, changed: make(chan struct{})}
+	d.add("", root)
+	return d
+}
+
+// add renders directory t at path p (empty or ending in "/") and
+// everything below it.
+func (d *doc) add(p string, t *tree) {
+	var list []string
+	for _, k := range slices.Sorted(maps.Keys(t.leaves)) {
+		list = append(list, k)
+		d.nodes[p+k] = leafNode(t.leaves[k])
+	}
+	for _, k := range slices.Sorted(maps.Keys(t.dirs)) {
+		list = append(list, k+"/")
+		d.add(p+k+"/", t.dirs[k])
+	}
+	slices.Sort(list)
+	n := &node{dir: true}
+	n.text = []byte(strings.Join(list, "\n") + "\n")
+	n.json, _ = json.Marshal(list)
+	n.recursive, _ = json.Marshal(t.recursive())
+	var b strings.Builder
+	t.flatten("", &b)
+	n.recursiveText = []byte(b.String())
+	n.etag = etag(n.recursive)
+	d.nodes[p] = n
+}
+
+// recursive returns t as recursive=true shows it: camelCase keys,
+// numbers for numeric ids, absent keys left out.
+func (t *tree) recursive() map[string]any {
+	out := map[string]any{}
+	for k, v := range t.leaves {
+		if v == nil {
+			continue
+		}
+		out[camel(k)] = v
+	}
+	for k, sub := range t.dirs {
+		out[camel(k)] = sub.recursive()
+	}
+	return out
+}
+
+// flatten writes t as recursive=true&alt=text shows it: "path value" lines.
+func (t *tree) flatten(prefix string, b *strings.Builder) {
+	for _, k := range slices.Sorted(maps.Keys(t.leaves)) {
+		switch v := t.leaves[k].(type) {
+		case string:
+			fmt.Fprintf(b, "%s%s %s\n", prefix, k, v)
+		case int64:
+			fmt.Fprintf(b, "%s%s %d\n", prefix, k, v)
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(t.dirs)) {
+		t.dirs[k].flatten(prefix+k+"/", b)
+	}
+}
+
+// leafNode renders one value.
+func leafNode(v any) *node {
+	n := &node{}
+	switch v := v.(type) {
+	case nil:
+		n.absent = true
+		n.text = []byte(noNotification)
+		n.json = n.text
+	case string:
+		n.text = []byte(v)
+		n.json, _ = json.Marshal(v)
+	case int64:
+		n.text = strconv.AppendInt(nil, v, 10)
+		n.json = n.text
+	case map[string]string:
+		var b strings.Builder
+		for i, k := range upcomingFields {
+			if i > 0 {
+				b.WriteByte('\n')
+			}
+			b.WriteString(k + " " + v[k])
+		}
+		n.text = []byte(b.String())
+		n.json, _ = json.Marshal(v)
+	}
+	n.etag = etag(n.text)
+	return n
+}
+
+// etag derives a 16-hex-digit ETag from a value, as a header value.
+func etag(b []byte) []string {
+	h := fnv.New64a()
+	h.Write(b)
+	return []string{fmt.Sprintf("%016x", h.Sum64())}
+}
+
+// maintenanceEvent returns the maintenance-event value of view v: the
+// type of a host maintenance event that has been warned of or started,
+// NONE otherwise and always on sole-tenant VMs.
+func maintenanceEvent(v *engine.View) string {
+	if v.VM.SoleTenant {
+		return "NONE"
+	}
+	for _, ev := range v.Events {
+		if ev.Type.HostMaintenance() && ev.Affects(v.VM.Name) && (ev.Status == forewarn.Started || !ev.WarnedAt.IsZero()) {
+			return string(ev.Type)
+		}
+	}
+	return "NONE"
+}
+
+// upcoming returns the upcoming-maintenance fields of view v's first
+// host maintenance event, or nil when none is announced.
+func upcoming(v *engine.View) map[string]string {
+	for _, ev := range v.Events {
+		if !ev.Type.HostMaintenance() || !ev.Affects(v.VM.Name) {
+			continue
+		}
+		start, status, canReschedule := ev.NotBefore, "PENDING", "true"
+		if ev.Status == forewarn.Started {
+			start, status, canReschedule = ev.StartedAt, "ONGOING", "false"
+		}
+		kind := "SCHEDULED"
+		if ev.Status == forewarn.Started && ev.WarnedAt.IsZero() {
+			kind = "UNSCHEDULED"
+		}
+		return map[string]string{
+			"can_reschedule":           canReschedule,
+			"latest_window_start_time": timestamp(start),
+			"maintenance_status":       status,
+			"type":                     kind,
+			"window_end_time":          timestamp(start.Add(ev.Lasts)),
+			"window_start_time":        timestamp(start),
+		}
+	}
+	return nil
+}
+
+// timestamp renders t as the metadata server does, RFC 3339 with an
+// explicit +00:00 offset.
+func timestamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05+00:00") }
+
+func upper(b bool) string {
+	if b {
+		return "TRUE"
+	}
+	return "FALSE"
+}
+
+// camel turns a key such as "maintenance-event" into "maintenanceEvent".
+func camel(k string) string {
+	parts := strings.Split(k, "-")
+	for i := 1; i < len(parts); i++ {
+		if parts[i] != "" {
+			parts[i] = strings.ToUpper(parts[i][:1]) + parts[i][1:]
+		}
+	}
+	return strings.Join(parts, "")
+}
+
+// numericID derives a stable 19-digit id from s.
+func numericID(s string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte(s))
+	return int64(h.Sum64()%9_000_000_000_000_000_000) + 1_000_000_000_000_000_000
+}
