@@ -559,7 +559,7 @@ func (e *Engine) watched(ev *forewarn.Event) bool {
 				lastEnd = other.EndedAt
 			}
 		}
-		if q.Load() > lastEnd.UnixNano() {
+		if lastEnd.IsZero() || q.Load() > lastEnd.UnixNano() {
 			return true
 		}
 	}
@@ -669,7 +669,7 @@ func advance(ev *forewarn.Event, now time.Time, skipWarning bool) *forewarn.Even
 		case ev.Approved():
 			at = now.Round(0)
 		default:
-			return nil
+			return c // warned, or nothing to do
 		}
 		if c == nil {
 			c = ev.Clone()

@@ -1,0 +1,211 @@
+package engine_test
+
+import (
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/forewarn/forewarn"
+	"github.com/forewarn/forewarn/engine"
+	"github.com/forewarn/forewarn/mem"
+)
+
+func gceFleet() *forewarn.Fleet {
+	g := func(name string, mod func(*forewarn.VM)) *forewarn.VM {
+		vm := &forewarn.VM{Name: name, Provider: forewarn.GCE, OnHostMaintenance: "MIGRATE"}
+		if mod != nil {
+			mod(vm)
+		}
+		return vm
+	}
+	return &forewarn.Fleet{VMs: []*forewarn.VM{
+		g("mig", nil),
+		g("quiet", nil),
+		g("gpu", func(v *forewarn.VM) { v.GPU, v.OnHostMaintenance = true, "TERMINATE" }),
+		g("term", func(v *forewarn.VM) { v.OnHostMaintenance = "TERMINATE" }),
+		g("spot", func(v *forewarn.VM) { v.Spot, v.OnHostMaintenance = true, "TERMINATE" }),
+		{Name: "az", Provider: forewarn.Azure},
+		{Name: "azspot", Provider: forewarn.Azure, Spot: true},
+	}}
+}
+
+func newGCEEngine(t *testing.T, store forewarn.Store) *engine.Engine {
+	t.Helper()
+	e, err := engine.New(t.Context(), engine.Config{Store: store, Fleet: gceFleet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e
+}
+
+// step sleeps d and lets every timer due by then fire.
+func step(d time.Duration) {
+	time.Sleep(d)
+	synctest.Wait()
+}
+
+func TestMigrationWarnedSixtySecondsAhead(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newGCEEngine(t, mem.New())
+		t0 := time.Now()
+		e.NoteQuery("mig")
+		ev, err := e.Create(t.Context(), engine.Spec{Type: forewarn.MigrateOnHostMaintenance, VMs: []string{"mig"}, Notice: 10 * time.Minute, Lasts: 2 * time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		step(9*time.Minute - time.Second)
+		if got, _ := e.Event(ev.ID); !got.WarnedAt.IsZero() || e.View("mig").Incarnation != 2 {
+			t.Fatalf("warned early: %v", got.WarnedAt)
+		}
+		step(time.Second)
+		got, _ := e.Event(ev.ID)
+		if !got.WarnedAt.Equal(t0.Add(9*time.Minute)) || got.Status != forewarn.Scheduled || e.View("mig").Incarnation != 3 {
+			t.Fatalf("at NotBefore-60s: %s warned %v, incarnation %d", got.Status, got.WarnedAt, e.View("mig").Incarnation)
+		}
+		step(time.Minute)
+		if got, _ = e.Event(ev.ID); got.Status != forewarn.Started || !got.StartedAt.Equal(t0.Add(10*time.Minute)) {
+			t.Fatalf("at NotBefore: %s started %v", got.Status, got.StartedAt)
+		}
+		step(2 * time.Minute)
+		if got, _ = e.Event(ev.ID); got.Status != forewarn.Completed {
+			t.Fatalf("after the migration: %s", got.Status)
+		}
+
+		// The VM has not read the key since that maintenance ended: the
+		// next migration skips its warning and starts at once.
+		ev2, err := e.Create(t.Context(), engine.Spec{Type: forewarn.MigrateOnHostMaintenance, VMs: []string{"mig"}, Notice: 5 * time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		warn := time.Now().Add(4 * time.Minute)
+		step(4 * time.Minute)
+		if got, _ = e.Event(ev2.ID); got.Status != forewarn.Started || !got.StartedAt.Equal(warn) || !got.WarnedAt.Equal(warn) {
+			t.Fatalf("unwatched migration: %s started %v warned %v, want Started at %v", got.Status, got.StartedAt, got.WarnedAt, warn)
+		}
+	})
+}
+
+func TestUnwatchedVMSkipsWarning(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newGCEEngine(t, mem.New())
+		ev, err := e.Create(t.Context(), engine.Spec{Type: forewarn.MigrateOnHostMaintenance, VMs: []string{"quiet"}, Notice: 3 * time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		step(2*time.Minute - time.Second)
+		if got, _ := e.Event(ev.ID); got.Status != forewarn.Scheduled {
+			t.Fatalf("before the warning time: %s", got.Status)
+		}
+		step(time.Second)
+		if got, _ := e.Event(ev.ID); got.Status != forewarn.Started {
+			t.Fatalf("never-queried VM at NotBefore-60s: %s, want Started", got.Status)
+		}
+	})
+}
+
+func TestTerminateWarnedAnHourAhead(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newGCEEngine(t, mem.New())
+		_, err := e.Create(t.Context(), engine.Spec{Type: forewarn.MigrateOnHostMaintenance, VMs: []string{"gpu"}})
+		if forewarn.ErrorMessage(err) != `VM "gpu" cannot be live migrated (it has a GPU or onHostMaintenance TERMINATE); use TERMINATE_ON_HOST_MAINTENANCE` {
+			t.Fatalf("MIGRATE on a GPU VM: %v", err)
+		}
+		if _, err := e.Create(t.Context(), engine.Spec{Type: forewarn.MigrateOnHostMaintenance, VMs: []string{"term"}}); forewarn.ErrorCode(err) != forewarn.EINVALID {
+			t.Fatalf("MIGRATE on an onHostMaintenance TERMINATE VM: %v", err)
+		}
+		if _, err := e.Create(t.Context(), engine.Spec{Type: forewarn.Reboot, VMs: []string{"gpu"}}); forewarn.ErrorMessage(err) != `VM "gpu" is a gce VM; Reboot events are not for gce VMs` {
+			t.Fatalf("Reboot on a GCE VM: %v", err)
+		}
+		if _, err := e.Create(t.Context(), engine.Spec{Type: forewarn.TerminateOnHostMaintenance, VMs: []string{"az"}}); forewarn.ErrorCode(err) != forewarn.EINVALID {
+			t.Fatalf("TERMINATE_ON_HOST_MAINTENANCE on an Azure VM: %v", err)
+		}
+		if _, err := e.Create(t.Context(), engine.Spec{Type: forewarn.TerminateOnHostMaintenance, VMs: []string{"gpu"}, Notice: 59 * time.Minute}); forewarn.ErrorCode(err) != forewarn.EINVALID {
+			t.Fatalf("59m notice for a TERMINATE: %v", err)
+		}
+		t0 := time.Now()
+		ev, err := e.Create(t.Context(), engine.Spec{Type: forewarn.TerminateOnHostMaintenance, VMs: []string{"gpu"}, Notice: 3 * time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		step(2*time.Hour - time.Second)
+		if got, _ := e.Event(ev.ID); !got.WarnedAt.IsZero() {
+			t.Fatalf("warned early at %v", got.WarnedAt)
+		}
+		step(time.Second)
+		// Terminations are never skipped, watched or not.
+		if got, _ := e.Event(ev.ID); !got.WarnedAt.Equal(t0.Add(2*time.Hour)) || got.Status != forewarn.Scheduled {
+			t.Fatalf("at NotBefore-60m: %s warned %v", got.Status, got.WarnedAt)
+		}
+		step(time.Hour)
+		if got, _ := e.Event(ev.ID); got.Status != forewarn.Started {
+			t.Fatalf("at NotBefore: %s", got.Status)
+		}
+	})
+}
+
+func TestWarningSurvivesRestart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := mem.New()
+		e := newGCEEngine(t, store)
+		e.NoteQuery("mig")
+		ev, _ := e.Create(t.Context(), engine.Spec{Type: forewarn.MigrateOnHostMaintenance, VMs: []string{"mig"}, Notice: 10 * time.Minute})
+		step(9*time.Minute + 30*time.Second)
+		e.Close()
+		e2 := newGCEEngine(t, store)
+		got, _ := e2.Event(ev.ID)
+		if got.WarnedAt.IsZero() || got.Status != forewarn.Scheduled {
+			t.Fatalf("after restart: %s warned %v", got.Status, got.WarnedAt)
+		}
+		step(30 * time.Second)
+		if got, _ = e2.Event(ev.ID); got.Status != forewarn.Started {
+			t.Fatalf("at NotBefore after restart: %s", got.Status)
+		}
+	})
+}
+
+func TestEvict(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newGCEEngine(t, mem.New())
+		ev, err := e.Evict(t.Context(), "spot")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Status != forewarn.Started || ev.Type != forewarn.Preempt || ev.Source != forewarn.Platform || !e.View("spot").Preempted {
+			t.Fatalf("GCE eviction: %+v", ev)
+		}
+		if _, err := e.Evict(t.Context(), "spot"); forewarn.ErrorCode(err) != forewarn.ECONFLICT {
+			t.Fatalf("second eviction: %v", err)
+		}
+		state := func(name string) string {
+			for _, vm := range e.VMs() {
+				if vm.Name == name {
+					return vm.State
+				}
+			}
+			return ""
+		}
+		step(30*time.Second - time.Millisecond)
+		if s := state("spot"); s != "running" {
+			t.Fatalf("before 30 s: %s", s)
+		}
+		step(time.Millisecond)
+		if s := state("spot"); s != "stopped" || !e.View("spot").Stopped {
+			t.Fatalf("after 30 s: %s", s)
+		}
+
+		az, err := e.Evict(t.Context(), "azspot")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if az.Status != forewarn.Scheduled || !az.NotBefore.Equal(time.Now().Add(30*time.Second)) {
+			t.Fatalf("Azure eviction: %s NotBefore %v", az.Status, az.NotBefore)
+		}
+		if _, err := e.Evict(t.Context(), "mig"); forewarn.ErrorMessage(err) != `VM "mig" is not a Spot or preemptible VM` {
+			t.Fatalf("evict of a regular VM: %v", err)
+		}
+		if _, err := e.Evict(t.Context(), "nope"); forewarn.ErrorCode(err) != forewarn.ENOTFOUND {
+			t.Fatalf("evict of an unknown VM: %v", err)
+		}
+	})
+}
