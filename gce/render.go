@@ -151,6 +151,10 @@ func (t *tree) flatten(prefix string, b *strings.Builder) {
 			fmt.Fprintf(b, "%s%s %s\n", prefix, k, v)
 		case int64:
 			fmt.Fprintf(b, "%s%s %d\n", prefix, k, v)
+		case map[string]string:
+			for _, f := range upcomingFields {
+				fmt.Fprintf(b, "%s%s/%s %s\n", prefix, k, f, v[f])
+			}
 		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(t.dirs)) {
@@ -221,8 +225,8 @@ func upcoming(v *engine.View) map[string]string {
 			start, status, canReschedule = ev.StartedAt, "ONGOING", "false"
 		}
 		kind := "SCHEDULED"
-		if ev.Status == forewarn.Started && ev.WarnedAt.IsZero() {
-			kind = "UNSCHEDULED"
+		if ev.Status == forewarn.Started && ev.StartedAt.Equal(ev.Created) {
+			kind = "UNSCHEDULED" // raised already started: never announced
 		}
 		return map[string]string{
 			"can_reschedule":           canReschedule,
@@ -262,5 +266,5 @@ func camel(k string) string {
 func numericID(s string) int64 {
 	h := fnv.New64a()
 	h.Write([]byte(s))
-	return int64(h.Sum64()%9_000_000_000_000_000_000) + 1_000_000_000_000_000_000
+	return int64(h.Sum64()%8_000_000_000_000_000_000) + 1_000_000_000_000_000_000
 }
