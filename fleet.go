@@ -3,6 +3,7 @@ package forewarn
 import (
 	"net/netip"
 	"slices"
+	"time"
 )
 
 // Provider names the metadata API a VM speaks.
@@ -22,9 +23,16 @@ type VM struct {
 	// value makes the VM answer every caller (the default fleet).
 	IP       netip.Addr `json:"ip,omitzero"`
 	Provider Provider   `json:"provider"`
-	// AvailabilitySet groups VMs that see each other's events.
+	// AvailabilitySet, CloudService and a scale set's PlacementGroup
+	// group VMs that see each other's events.
 	AvailabilitySet string `json:"availabilitySet,omitempty"`
-	UpdateDomain    int    `json:"updateDomain"`
+	CloudService    string `json:"cloudService,omitempty"`
+	// ScaleSet and InstanceID place a VM in a scale set; its name is then
+	// {ScaleSet}_{InstanceID}.
+	ScaleSet       string `json:"scaleSet,omitempty"`
+	InstanceID     string `json:"instanceId,omitempty"`
+	PlacementGroup string `json:"placementGroup,omitempty"`
+	UpdateDomain   int    `json:"updateDomain"`
 	// Spot is an Azure Spot VM (priority: Spot) or a Compute Engine VM
 	// with provisioningModel SPOT.
 	Spot bool `json:"spot,omitempty"`
@@ -57,7 +65,60 @@ func (vm *VM) MigrateAllowed() bool {
 
 // Fleet is the set of VMs a server answers for.
 type Fleet struct {
-	VMs []*VM `json:"vms"`
+	VMs       []*VM       `json:"vms"`
+	ScaleSets []*ScaleSet `json:"scaleSets,omitempty"`
+}
+
+// ScaleSet holds the settings of one scale set.
+type ScaleSet struct {
+	Name string `json:"name"`
+	// TerminateTimeout is the Terminate notice, the scale set's
+	// notBeforeTimeout: 5 to 15 minutes.
+	TerminateTimeout time.Duration `json:"terminateNotBeforeTimeout"`
+}
+
+// Terminate notice bounds and default (Azure's notBeforeTimeout).
+const (
+	MinTerminateTimeout     = 5 * time.Minute
+	MaxTerminateTimeout     = 15 * time.Minute
+	DefaultTerminateTimeout = MinTerminateTimeout
+)
+
+// TerminateTimeout returns the Terminate notice of the scale set named
+// name: its configured timeout, or the default.
+func (f *Fleet) TerminateTimeout(name string) time.Duration {
+	for _, s := range f.ScaleSets {
+		if s.Name == name && s.TerminateTimeout > 0 {
+			return s.TerminateTimeout
+		}
+	}
+	return DefaultTerminateTimeout
+}
+
+// Scope returns the VMs of the availability set, cloud service or scale
+// set named name, and which kind of scope it is. A name used by two
+// kinds is an EINVALID error; an unknown one ENOTFOUND.
+func (f *Fleet) Scope(name string) (kind string, vms []*VM, err error) {
+	kinds := map[string][]*VM{}
+	for _, vm := range f.VMs {
+		switch name {
+		case vm.AvailabilitySet:
+			kinds["availability set"] = append(kinds["availability set"], vm)
+		case vm.CloudService:
+			kinds["cloud service"] = append(kinds["cloud service"], vm)
+		case vm.ScaleSet:
+			kinds["scale set"] = append(kinds["scale set"], vm)
+		}
+	}
+	switch len(kinds) {
+	case 0:
+		return "", nil, Errorf(ENOTFOUND, "no availability set, cloud service or scale set is named %q", name)
+	case 1:
+		for k, v := range kinds {
+			return k, v, nil
+		}
+	}
+	return "", nil, Errorf(EINVALID, "scope %q is ambiguous: it names more than one availability set, cloud service or scale set", name)
 }
 
 // VM returns the VM named name, or nil.
@@ -70,12 +131,19 @@ func (f *Fleet) VM(name string) *VM {
 }
 
 // SharesScope reports whether a VM sees the events of VM b: a VM always
-// sees its own, and VMs of one availability set see each other's.
+// sees its own, and VMs of one availability set, one cloud service, or
+// one placement group of a scale set see each other's. A standalone VM,
+// zonal or not, sees only its own.
 func SharesScope(a, b *VM) bool {
-	if a.Name == b.Name {
+	switch {
+	case a.Name == b.Name:
+		return true
+	case a.AvailabilitySet != "" && a.AvailabilitySet == b.AvailabilitySet:
+		return true
+	case a.CloudService != "" && a.CloudService == b.CloudService:
 		return true
 	}
-	return a.AvailabilitySet != "" && a.AvailabilitySet == b.AvailabilitySet
+	return a.ScaleSet != "" && a.ScaleSet == b.ScaleSet && a.PlacementGroup == b.PlacementGroup
 }
 
 // Visible reports whether vm sees event e: it is one of the event's

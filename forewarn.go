@@ -134,6 +134,9 @@ type Status string
 
 // The lifecycle states.
 const (
+	// Pending is a wave's event waiting for the previous update domain's
+	// event to complete; it is not shown to VMs yet.
+	Pending   Status = "Pending"
 	Scheduled Status = "Scheduled"
 	Started   Status = "Started"
 	Completed Status = "Completed"
@@ -189,6 +192,10 @@ type Event struct {
 	Duration    int    `json:"durationInSeconds"`
 	Source      Source `json:"source"`
 	Description string `json:"description"`
+	// Wave is the ID of the maintenance wave the event belongs to, if any.
+	Wave string `json:"wave,omitempty"`
+	// Notice is the notice a Pending wave event gets once it is scheduled.
+	Notice time.Duration `json:"-"`
 	// Lasts is how long the event stays Started before it completes. It
 	// is written in JSON as a Go duration string, such as "5m0s".
 	Lasts   time.Duration `json:"-"`
@@ -205,14 +212,19 @@ type Event struct {
 // eventJSON is Event's JSON form, with Lasts as a duration string.
 type eventJSON struct {
 	eventFields
-	Lasts string `json:"lasts"`
+	Notice string `json:"notice,omitempty"`
+	Lasts  string `json:"lasts"`
 }
 
 type eventFields Event
 
 // MarshalJSON renders e with its Lasts as a duration string.
 func (e Event) MarshalJSON() ([]byte, error) {
-	return json.Marshal(eventJSON{eventFields: eventFields(e), Lasts: e.Lasts.String()})
+	j := eventJSON{eventFields: eventFields(e), Lasts: e.Lasts.String()}
+	if e.Notice != 0 {
+		j.Notice = e.Notice.String()
+	}
+	return json.Marshal(j)
 }
 
 // UnmarshalJSON reads the form MarshalJSON writes.
@@ -222,12 +234,18 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	*e = Event(j.eventFields)
-	if j.Lasts != "" {
-		d, err := time.ParseDuration(j.Lasts)
-		if err != nil {
-			return fmt.Errorf("event %s: lasts: %w", e.ID, err)
+	for _, f := range []struct {
+		name, s string
+		d       *time.Duration
+	}{{"lasts", j.Lasts, &e.Lasts}, {"notice", j.Notice, &e.Notice}} {
+		if f.s == "" {
+			continue
 		}
-		e.Lasts = d
+		d, err := time.ParseDuration(f.s)
+		if err != nil {
+			return fmt.Errorf("event %s: %s: %w", e.ID, f.name, err)
+		}
+		*f.d = d
 	}
 	return nil
 }

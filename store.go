@@ -1,6 +1,9 @@
 package forewarn
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // State is everything a Store holds, as of one revision.
 type State struct {
@@ -10,6 +13,15 @@ type State struct {
 	Events []*Event
 	// Incarnations maps a VM name to its DocumentIncarnation.
 	Incarnations map[string]int64
+	// VMs maps a VM name to what the engine remembers of it.
+	VMs map[string]*VMRecord
+}
+
+// VMRecord is the persisted state of one VM beyond its events.
+type VMRecord struct {
+	// LastSeen is when the VM last called its metadata API, kept to within
+	// an hour: scheduled events are enabled while it is recent.
+	LastSeen time.Time `json:"lastSeen,omitzero"`
 }
 
 // Change is one atomic write to a Store.
@@ -24,6 +36,8 @@ type Change struct {
 	// Incarnations are set for the named VMs. An incarnation never goes
 	// backwards: a Store refuses a value lower than the stored one.
 	Incarnations map[string]int64
+	// VMs are set whole for the named VMs.
+	VMs map[string]*VMRecord
 }
 
 // Store persists the fleet's events and incarnations. Implementations are

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/forewarn/forewarn"
 	"github.com/forewarn/forewarn/engine"
@@ -42,6 +43,10 @@ type Server struct {
 	mux   *http.ServeMux
 	// docs is keyed by VM name; the map is built once and only read.
 	docs map[string]*atomic.Pointer[doc]
+	// FirstCallDelay holds the answer to the call that enables a VM's
+	// scheduled events, as the real service's first call can take up to
+	// two minutes. Set it before serving.
+	FirstCallDelay time.Duration
 }
 
 // NewServer returns a Server answering for eng's fleet. It renders every
@@ -146,6 +151,10 @@ func (s *Server) caller(w http.ResponseWriter, r *http.Request) *forewarn.VM {
 		writeError(w, http.StatusBadRequest, msgNoHeader)
 		return nil
 	}
+	if d := s.docs[vm.Name].Load(); d.deleted {
+		writeError(w, http.StatusForbidden, "Forbidden. VM "+vm.Name+" has been deleted")
+		return nil
+	}
 	return vm
 }
 
@@ -190,6 +199,15 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	if vi < 0 {
 		writeBadVersion(w, Versions())
 		return
+	}
+	if s.eng.NoteRequest(vm.Name) && s.FirstCallDelay > 0 {
+		t := time.NewTimer(s.FirstCallDelay)
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			t.Stop()
+			return
+		}
 	}
 	if r.Method == http.MethodPost {
 		s.approve(w, r, vm)

@@ -86,15 +86,17 @@ func FormatNotBefore(t time.Time) string {
 
 // doc is one VM's prepared document: the body and ETag of every version.
 type doc struct {
-	vm     *forewarn.VM
-	bodies [][]byte
-	etags  [][]string // header values, ready to assign
-	clens  [][]string
+	vm *forewarn.VM
+	// deleted marks a VM that is gone; its requests are refused.
+	deleted bool
+	bodies  [][]byte
+	etags   [][]string // header values, ready to assign
+	clens   [][]string
 }
 
 // render prepares the documents of view v for every version.
 func render(v *engine.View) *doc {
-	d := &doc{vm: v.VM}
+	d := &doc{vm: v.VM, deleted: v.Deleted}
 	for i := range versions {
 		body := appendDocument(nil, &versions[i], v)
 		h := fnv.New32a()

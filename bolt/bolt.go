@@ -1,10 +1,12 @@
 // Package bolt implements forewarn.Store on a bbolt file, the embedded
 // default store.
 //
-// The file holds three buckets: "events" maps an event ID to the event's
-// JSON, "incarnations" maps a VM name to its DocumentIncarnation, and
-// "meta" holds the store's revision; numbers are 8-byte big-endian. Every
-// Commit is one bbolt transaction, synced to disk before it returns.
+// The file holds four buckets: "events" maps an event ID to the event's
+// JSON, "incarnations" maps a VM name to its DocumentIncarnation, "vms"
+// maps a VM name to the JSON of its forewarn.VMRecord, and "meta" holds
+// the store's revision; numbers are 8-byte big-endian. Every Commit is one
+// bbolt transaction, synced to disk before it returns. A file written
+// before "vms" existed is valid: Open adds the bucket.
 //
 // Only one process may open a file at a time. Open checks the whole file
 // and refuses a damaged one rather than serve partial or empty data.
@@ -47,6 +49,7 @@ var (
 	eventsBucket       = []byte("events")
 	incarnationsBucket = []byte("incarnations")
 	metaBucket         = []byte("meta")
+	vmsBucket          = []byte("vms")
 	revisionKey        = []byte("revision")
 )
 
@@ -79,9 +82,10 @@ func Open(path string) (*Store, error) {
 }
 
 // openDB checks the file at path, then opens it for writing and creates
-// the buckets of a new store.
+// the buckets it lacks: all of them in a new store, "vms" in a store
+// written before that bucket existed.
 func openDB(path string) (*bbolt.DB, error) {
-	empty, err := verify(path)
+	missing, err := verify(path)
 	if err != nil {
 		return nil, err
 	}
@@ -89,11 +93,11 @@ func openDB(path string) (*bbolt.DB, error) {
 	if err != nil {
 		return nil, classify(err)
 	}
-	if empty {
+	if len(missing) > 0 {
 		err := db.Update(func(tx *bbolt.Tx) error {
-			for _, name := range [][]byte{eventsBucket, incarnationsBucket, metaBucket} {
+			for _, name := range missing {
 				if _, err := tx.CreateBucketIfNotExists(name); err != nil {
-					return err
+					return fmt.Errorf("create bucket %s: %w", name, err)
 				}
 			}
 			return nil
@@ -107,39 +111,44 @@ func openDB(path string) (*bbolt.DB, error) {
 }
 
 // verify opens an existing file read-only and checks all of it, and
-// reports whether it holds no store yet. It runs before the file is
+// returns the buckets it lacks: every bucket when it holds no store yet,
+// none or only the newer ones when it does. It runs before the file is
 // opened for writing because bbolt, opening a damaged file for writing,
 // can panic or fault on its memory-mapped pages in a way that leaves the
 // file mapped and locked. Here a fault or panic becomes an ErrCorrupt
 // error, and the file is closed.
-func verify(path string) (empty bool, err error) {
+func verify(path string) (missing [][]byte, err error) {
 	info, err := os.Stat(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return true, nil
+		return allBuckets, nil
 	case err != nil:
-		return false, err
+		return nil, err
 	case info.Size() == 0:
-		return true, nil // bbolt initializes an empty file
+		return allBuckets, nil // bbolt initializes an empty file
 	}
 
 	db, err := bbolt.Open(path, 0, &bbolt.Options{ReadOnly: true, Timeout: lockTimeout})
 	if err != nil {
-		return false, classify(err)
+		return nil, classify(err)
 	}
 	defer db.Close()
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
-			empty, err = false, fmt.Errorf("%w: %v", ErrCorrupt, r)
+			missing, err = nil, fmt.Errorf("%w: %v", ErrCorrupt, r)
 		}
 	}()
 	err = db.View(func(tx *bbolt.Tx) error {
-		empty, err = check(tx, info.Size())
+		missing, err = check(tx, info.Size())
 		return err
 	})
-	return empty, err
+	return missing, err
 }
+
+// allBuckets lists every bucket of a store, those of the first layout
+// first.
+var allBuckets = [][]byte{eventsBucket, incarnationsBucket, metaBucket, vmsBucket}
 
 // classify maps an error from bbolt.Open to ErrLocked or ErrCorrupt when
 // it is one, and returns other errors (a missing directory, permissions)
@@ -159,30 +168,31 @@ func classify(err error) error {
 }
 
 // check reads every record of a file of size bytes, runs bbolt's own
-// consistency check, and reports whether the file holds no buckets at
-// all (a new file).
-func check(tx *bbolt.Tx, size int64) (empty bool, err error) {
+// consistency check, and returns the buckets the file lacks: all of them
+// when it holds no buckets at all (a new file), "vms" when it was written
+// before that bucket existed.
+func check(tx *bbolt.Tx, size int64) (missing [][]byte, err error) {
 	if tx.Size() > size {
-		return false, fmt.Errorf("%w: file is %d bytes, its pages need %d", ErrCorrupt, size, tx.Size())
+		return nil, fmt.Errorf("%w: file is %d bytes, its pages need %d", ErrCorrupt, size, tx.Size())
 	}
 
-	empty = true
+	empty := true
 	if err := tx.ForEach(func([]byte, *bbolt.Bucket) error {
 		empty = false
 		return nil
 	}); err != nil {
-		return false, err
+		return nil, err
 	}
 	if empty {
-		return true, nil
+		return allBuckets, nil
 	}
 
 	events, incs, meta := tx.Bucket(eventsBucket), tx.Bucket(incarnationsBucket), tx.Bucket(metaBucket)
 	if events == nil || incs == nil || meta == nil {
-		return false, fmt.Errorf("%w: not a forewarn store (missing buckets)", ErrCorrupt)
+		return nil, fmt.Errorf("%w: not a forewarn store (missing buckets)", ErrCorrupt)
 	}
 	if v := meta.Get(revisionKey); v != nil && len(v) != 8 {
-		return false, fmt.Errorf("%w: revision is %d bytes, want 8", ErrCorrupt, len(v))
+		return nil, fmt.Errorf("%w: revision is %d bytes, want 8", ErrCorrupt, len(v))
 	}
 	if err := events.ForEach(func(k, v []byte) error {
 		e, err := decodeEvent(v)
@@ -194,7 +204,7 @@ func check(tx *bbolt.Tx, size int64) (empty bool, err error) {
 		}
 		return nil
 	}); err != nil {
-		return false, err
+		return nil, err
 	}
 	if err := incs.ForEach(func(k, v []byte) error {
 		if len(v) != 8 {
@@ -202,7 +212,17 @@ func check(tx *bbolt.Tx, size int64) (empty bool, err error) {
 		}
 		return nil
 	}); err != nil {
-		return false, err
+		return nil, err
+	}
+	if vms := tx.Bucket(vmsBucket); vms == nil {
+		missing = append(missing, vmsBucket) // a file of the first layout
+	} else if err := vms.ForEach(func(k, v []byte) error {
+		if _, err := decodeVM(v); err != nil {
+			return fmt.Errorf("%w: VM record %q: %w", ErrCorrupt, k, err)
+		}
+		return nil
+	}); err != nil {
+		return nil, err
 	}
 
 	// Check reports every problem; keep the first and drain the rest so
@@ -213,7 +233,10 @@ func check(tx *bbolt.Tx, size int64) (empty bool, err error) {
 			first = fmt.Errorf("%w: %w", ErrCorrupt, err)
 		}
 	}
-	return false, first
+	if first != nil {
+		return nil, first
+	}
+	return missing, nil
 }
 
 // Path returns the file the store was opened on.
@@ -228,7 +251,7 @@ func (s *Store) Load(ctx context.Context) (*forewarn.State, error) {
 	if s.isClosed() {
 		return nil, errClosed()
 	}
-	st := &forewarn.State{Incarnations: make(map[string]int64)}
+	st := &forewarn.State{Incarnations: make(map[string]int64), VMs: make(map[string]*forewarn.VMRecord)}
 	err := s.db.View(func(tx *bbolt.Tx) error {
 		st.Revision = getInt(tx.Bucket(metaBucket).Get(revisionKey))
 		events := tx.Bucket(eventsBucket)
@@ -243,8 +266,18 @@ func (s *Store) Load(ctx context.Context) (*forewarn.State, error) {
 		}); err != nil {
 			return err
 		}
-		return tx.Bucket(incarnationsBucket).ForEach(func(k, v []byte) error {
+		if err := tx.Bucket(incarnationsBucket).ForEach(func(k, v []byte) error {
 			st.Incarnations[string(k)] = getInt(v)
+			return nil
+		}); err != nil {
+			return err
+		}
+		return tx.Bucket(vmsBucket).ForEach(func(k, v []byte) error {
+			r, err := decodeVM(v)
+			if err != nil {
+				return fmt.Errorf("VM record %q: %w", k, err)
+			}
+			st.VMs[string(k)] = r
 			return nil
 		})
 	})
@@ -256,9 +289,9 @@ func (s *Store) Load(ctx context.Context) (*forewarn.State, error) {
 
 // Commit applies c in one synced transaction and returns the new
 // revision. It returns ECONFLICT when c.Revision is not the current
-// revision, EINVALID when c would lower an incarnation or holds an event
-// without an ID, and EUNAVAILABLE after Close; in each case nothing is
-// written.
+// revision, EINVALID when c would lower an incarnation, holds an event
+// without an ID or a nil or unnamed VM record, and EUNAVAILABLE after
+// Close; in each case nothing is written.
 func (s *Store) Commit(ctx context.Context, c *forewarn.Change) (int64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
@@ -276,6 +309,14 @@ func (s *Store) Commit(ctx context.Context, c *forewarn.Change) (int64, error) {
 			return 0, forewarn.Errorf(forewarn.EINVALID, "event %s: %v", e.ID, err)
 		}
 		records[i] = b
+	}
+	vmRecords := make(map[string][]byte, len(c.VMs))
+	for vm, r := range c.VMs {
+		b, err := json.Marshal(normalizeVM(r))
+		if err != nil {
+			return 0, forewarn.Errorf(forewarn.EINVALID, "VM record for %s: %v", vm, err)
+		}
+		vmRecords[vm] = b
 	}
 
 	var rev int64
@@ -308,6 +349,12 @@ func (s *Store) Commit(ctx context.Context, c *forewarn.Change) (int64, error) {
 		for vm, n := range c.Incarnations {
 			if err := incs.Put([]byte(vm), putInt(n)); err != nil {
 				return fmt.Errorf("put incarnation of %s: %w", vm, err)
+			}
+		}
+		vms := tx.Bucket(vmsBucket)
+		for vm, b := range vmRecords {
+			if err := vms.Put([]byte(vm), b); err != nil {
+				return fmt.Errorf("put VM record of %s: %w", vm, err)
 			}
 		}
 		rev = cur + 1
@@ -427,6 +474,14 @@ func validate(c *forewarn.Change) error {
 	if _, ok := c.Incarnations[""]; ok {
 		return forewarn.Errorf(forewarn.EINVALID, "incarnation for a VM without a name")
 	}
+	for vm, r := range c.VMs {
+		if vm == "" {
+			return forewarn.Errorf(forewarn.EINVALID, "VM record for a VM without a name")
+		}
+		if r == nil {
+			return forewarn.Errorf(forewarn.EINVALID, "VM record for %s is nil", vm)
+		}
+	}
 	return nil
 }
 
@@ -455,6 +510,22 @@ func decodeEvent(b []byte) (*forewarn.Event, error) {
 		return nil, err
 	}
 	return normalize(&e), nil
+}
+
+// normalizeVM returns a copy of r with its times in UTC and without
+// monotonic readings: the value a decoded record has.
+func normalizeVM(r *forewarn.VMRecord) *forewarn.VMRecord {
+	c := *r
+	c.LastSeen = c.LastSeen.UTC()
+	return &c
+}
+
+func decodeVM(b []byte) (*forewarn.VMRecord, error) {
+	var r forewarn.VMRecord
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, err
+	}
+	return normalizeVM(&r), nil
 }
 
 func getInt(b []byte) int64 {

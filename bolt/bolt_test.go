@@ -121,6 +121,17 @@ func TestOpenCorrupt(t *testing.T) {
 			fill(t, path, 3)
 			rawPut(t, path, incarnationsBucket, []byte("vm-a"), []byte{1, 2})
 		},
+		"bad VM record": func(t *testing.T, path string) {
+			fill(t, path, 3)
+			rawPut(t, path, vmsBucket, []byte("vm-a"), []byte("{not json"))
+		},
+		"bad VM record time": func(t *testing.T, path string) {
+			fill(t, path, 3)
+			rawPut(t, path, vmsBucket, []byte("vm-a"), []byte(`{"lastSeen":"yesterday"}`))
+		},
+		"only a vms bucket": func(t *testing.T, path string) {
+			rawPut(t, path, vmsBucket, []byte("vm-a"), []byte("{}"))
+		},
 		"foreign bolt file": func(t *testing.T, path string) {
 			rawPut(t, path, []byte("something"), []byte("k"), []byte("v"))
 		},
@@ -147,6 +158,99 @@ func TestOpenCorrupt(t *testing.T) {
 				t.Errorf("second Open: %v, want ErrCorrupt", err)
 			}
 		})
+	}
+}
+
+// TestOpenOldLayout checks that a file written before the "vms" bucket
+// existed opens with its data, gains the bucket, and keeps VM records.
+func TestOpenOldLayout(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "forewarn.db")
+	e := &forewarn.Event{
+		ID:        "0B4A4C61-2A5F-4E0C-9C5B-000000000001",
+		Type:      forewarn.Reboot,
+		Status:    forewarn.Scheduled,
+		Resources: []string{"vm-a"},
+		NotBefore: time.Date(2026, 3, 1, 9, 15, 0, 0, time.UTC),
+		Duration:  -1,
+		Source:    forewarn.Platform,
+		Lasts:     5 * time.Minute,
+		Created:   time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC),
+	}
+	// The first layout, as that version wrote it: three buckets, and an
+	// event without the newer fields.
+	rawPut(t, path, eventsBucket, []byte(e.ID), []byte(`{"id":"`+e.ID+`","type":"Reboot","status":"Scheduled",`+
+		`"resources":["vm-a"],"notBefore":"2026-03-01T09:15:00Z","durationInSeconds":-1,"source":"Platform",`+
+		`"description":"","created":"2026-03-01T09:00:00Z","lasts":"5m0s"}`))
+	rawPut(t, path, incarnationsBucket, []byte("vm-a"), putInt(3))
+	rawPut(t, path, metaBucket, revisionKey, putInt(4))
+	if got := rawBuckets(t, path); strings.Join(got, ",") != "events,incarnations,meta" {
+		t.Fatalf("old-layout file has buckets %v", got)
+	}
+
+	s := open(t, path)
+	st, err := s.Load(ctx)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	if st.Revision != 4 || len(st.Events) != 1 || st.Events[0].ID != e.ID || st.Incarnations["vm-a"] != 3 {
+		t.Errorf("Load of an old-layout file = revision %d, events %v, incarnations %v; want 4, [%s], vm-a:3",
+			st.Revision, st.Events, st.Incarnations, e.ID)
+	}
+	if st.VMs == nil || len(st.VMs) != 0 {
+		t.Errorf("Load of an old-layout file returned VMs %v, want an empty map", st.VMs)
+	}
+	seen := time.Date(2026, 3, 1, 11, 0, 0, 42, time.FixedZone("CET", 3600))
+	if _, err := s.Commit(ctx, &forewarn.Change{
+		Revision: 4,
+		VMs:      map[string]*forewarn.VMRecord{"vm-a": {LastSeen: seen}},
+	}); err != nil {
+		t.Fatalf("Commit: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := rawBuckets(t, path); strings.Join(got, ",") != "events,incarnations,meta,vms" {
+		t.Errorf("after Open the file has buckets %v, want vms added", got)
+	}
+
+	s = open(t, path)
+	defer s.Close()
+	st, err = s.Load(ctx)
+	if err != nil {
+		t.Fatalf("Load after reopen: %v", err)
+	}
+	if st.Revision != 5 || len(st.Events) != 1 || st.Incarnations["vm-a"] != 3 {
+		t.Errorf("Load after reopen = revision %d, events %v, incarnations %v; want 5, one event, vm-a:3",
+			st.Revision, st.Events, st.Incarnations)
+	}
+	if r := st.VMs["vm-a"]; len(st.VMs) != 1 || r == nil || !r.LastSeen.Equal(seen) || r.LastSeen.Location() != time.UTC {
+		t.Errorf("VMs after reopen = %v, want vm-a last seen %v in UTC", st.VMs, seen.UTC())
+	}
+}
+
+// TestOpenNoWrite checks that opening a current file changes nothing in
+// it: only a file that lacks buckets is written on open.
+func TestOpenNoWrite(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "forewarn.db")
+	fill(t, path, 1)
+	txid := func() int {
+		db, err := bbolt.Open(path, 0, &bbolt.Options{ReadOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		tx, err := db.Begin(false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback()
+		return tx.ID()
+	}
+	before := txid()
+	open(t, path).Close()
+	if after := txid(); after != before {
+		t.Errorf("Open of a current file moved the transaction ID from %d to %d", before, after)
 	}
 }
 
@@ -234,4 +338,24 @@ func rawPut(t *testing.T, path string, bucket, k, v []byte) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// rawBuckets lists the file's top-level buckets, in order.
+func rawBuckets(t *testing.T, path string) []string {
+	t.Helper()
+	db, err := bbolt.Open(path, 0, &bbolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var names []string
+	if err := db.View(func(tx *bbolt.Tx) error {
+		return tx.ForEach(func(name []byte, _ *bbolt.Bucket) error {
+			names = append(names, string(name))
+			return nil
+		})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return names
 }

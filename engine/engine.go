@@ -10,6 +10,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"fmt"
@@ -37,6 +38,9 @@ type Config struct {
 	Logger *slog.Logger
 	// AllowShortNotice accepts notices below the per-type minimum.
 	AllowShortNotice bool
+	// DisableAfter is how long a VM may go without a request before its
+	// scheduled events are disabled; 0 means 24 hours.
+	DisableAfter time.Duration
 }
 
 // Validate reports whether c is complete.
@@ -46,6 +50,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Fleet == nil || len(c.Fleet.VMs) == 0 {
 		return forewarn.Errorf(forewarn.EINVALID, "engine: empty fleet")
+	}
+	if c.DisableAfter < 0 {
+		return forewarn.Errorf(forewarn.EINVALID, "engine: negative DisableAfter")
 	}
 	return nil
 }
@@ -83,6 +90,9 @@ type View struct {
 	Preempted bool
 	// Stopped reports whether a preemption of the VM has completed.
 	Stopped bool
+	// Deleted reports whether the VM is gone: an Azure VM whose Preempt or
+	// Terminate completed. It answers no more requests.
+	Deleted bool
 	changed chan struct{}
 }
 
@@ -93,8 +103,14 @@ func (v *View) Changed() <-chan struct{} { return v.changed }
 type VMInfo struct {
 	forewarn.VM
 	Incarnation int64 `json:"incarnation"`
-	// State is "running", or "stopped" once a preemption completed.
+	// State is "running", "stopped" once a Compute Engine preemption
+	// completed, or "deleted" once an Azure Preempt or Terminate did.
 	State string `json:"state"`
+	// Enabled reports whether the VM's scheduled events are enabled: it
+	// called its metadata API within the disable window.
+	Enabled bool `json:"enabled"`
+	// LastSeen is when the VM last called its metadata API.
+	LastSeen time.Time `json:"lastSeen,omitzero"`
 	// Events are the IDs of the active events the VM can see.
 	Events []string `json:"events"`
 }
@@ -111,6 +127,14 @@ type Engine struct {
 	// queried holds when each VM last read its maintenance-event key,
 	// in Unix nanoseconds; 0 for never since the engine started.
 	queried map[string]*atomic.Int64
+	// seen holds when each VM last called its metadata API (Unix ns), and
+	// saved what the store holds of it.
+	seen, saved  map[string]*atomic.Int64
+	disableAfter time.Duration
+	// persist carries VM names whose LastSeen must be written.
+	persist chan string
+	stop    chan struct{}
+	stopped chan struct{}
 
 	mu     sync.Mutex
 	closed bool
@@ -136,16 +160,22 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("load store: %w", err)
 	}
 	e := &Engine{
-		store:      cfg.Store,
-		fleet:      cfg.Fleet,
-		log:        log,
-		allowShort: cfg.AllowShortNotice,
-		views:      make(map[string]*atomic.Pointer[View], len(cfg.Fleet.VMs)),
-		queried:    make(map[string]*atomic.Int64, len(cfg.Fleet.VMs)),
-		rev:        st.Revision,
-		events:     make(map[string]*forewarn.Event, len(st.Events)),
-		inc:        make(map[string]int64, len(cfg.Fleet.VMs)),
-		timers:     make(map[string]*time.Timer),
+		store:        cfg.Store,
+		fleet:        cfg.Fleet,
+		log:          log,
+		allowShort:   cfg.AllowShortNotice,
+		views:        make(map[string]*atomic.Pointer[View], len(cfg.Fleet.VMs)),
+		queried:      make(map[string]*atomic.Int64, len(cfg.Fleet.VMs)),
+		seen:         make(map[string]*atomic.Int64, len(cfg.Fleet.VMs)),
+		saved:        make(map[string]*atomic.Int64, len(cfg.Fleet.VMs)),
+		disableAfter: cmp.Or(cfg.DisableAfter, 24*time.Hour),
+		persist:      make(chan string, 256),
+		stop:         make(chan struct{}),
+		stopped:      make(chan struct{}),
+		rev:          st.Revision,
+		events:       make(map[string]*forewarn.Event, len(st.Events)),
+		inc:          make(map[string]int64, len(cfg.Fleet.VMs)),
+		timers:       make(map[string]*time.Timer),
 	}
 	for _, ev := range st.Events {
 		e.events[ev.ID] = ev
@@ -156,6 +186,11 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		p.Store(e.buildView(vm))
 		e.views[vm.Name] = p
 		e.queried[vm.Name] = new(atomic.Int64)
+		e.seen[vm.Name], e.saved[vm.Name] = new(atomic.Int64), new(atomic.Int64)
+		if r := st.VMs[vm.Name]; r != nil && !r.LastSeen.IsZero() {
+			e.seen[vm.Name].Store(r.LastSeen.UnixNano())
+			e.saved[vm.Name].Store(r.LastSeen.UnixNano())
+		}
 	}
 
 	e.mu.Lock()
@@ -165,12 +200,18 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	for _, ev := range e.events {
 		// Whether a VM watched its key before the stop is not known, so
 		// missed warnings are given rather than skipped.
-		if c := advance(ev, now, false); c != nil {
+		if c := advance(ev, now, false, e.gated(ev)); c != nil {
 			due = append(due, c)
 		}
 	}
+	// Scale set Terminates that timed out while stopped are settled too.
+	for _, ev := range e.events {
+		if ev.Status == forewarn.Scheduled && e.gated(ev) && !now.Before(ev.NotBefore) {
+			due = append(due, ev.Clone())
+		}
+	}
 	if len(due) > 0 {
-		if err := e.commit(ctx, due); err != nil {
+		if err := e.commit(ctx, now, due, nil); err != nil {
 			return nil, fmt.Errorf("apply missed deadlines: %w", err)
 		}
 		log.Info("applied deadlines missed while stopped", "events", len(due))
@@ -178,6 +219,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	for _, ev := range e.events {
 		e.arm(ev, now)
 	}
+	go e.persistLoop()
 	return e, nil
 }
 
@@ -185,12 +227,18 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 // not close the store.
 func (e *Engine) Close() error {
 	e.mu.Lock()
-	defer e.mu.Unlock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil
+	}
 	e.closed = true
 	for id, t := range e.timers {
 		t.Stop()
 		delete(e.timers, id)
 	}
+	e.mu.Unlock()
+	close(e.stop)
+	<-e.stopped
 	return nil
 }
 
@@ -248,9 +296,16 @@ func (e *Engine) VMs() []VMInfo {
 	for _, vm := range e.fleet.VMs {
 		v := e.View(vm.Name)
 		info := VMInfo{VM: *vm, Incarnation: v.Incarnation, State: "running", Events: []string{}}
-		if v.Stopped {
+		switch {
+		case v.Deleted:
+			info.State = "deleted"
+		case v.Stopped:
 			info.State = "stopped"
 		}
+		if ns := e.seen[vm.Name].Load(); ns != 0 {
+			info.LastSeen = time.Unix(0, ns).UTC()
+		}
+		info.Enabled = e.enabled(vm.Name, time.Now())
 		for _, ev := range v.Events {
 			info.Events = append(info.Events, ev.ID)
 		}
@@ -284,17 +339,21 @@ func (e *Engine) Create(ctx context.Context, s Spec) (*forewarn.Event, error) {
 		if slices.Contains(s.VMs[:i], name) {
 			return nil, forewarn.Errorf(forewarn.EINVALID, "VM %q is named twice", name)
 		}
+		if first := e.fleet.VM(s.VMs[0]); vm.Provider == forewarn.Azure && vm.UpdateDomain != first.UpdateDomain {
+			return nil, forewarn.Errorf(forewarn.EINVALID,
+				"VMs %q (update domain %d) and %q (update domain %d) are in different update domains; one event spans one update domain",
+				first.Name, first.UpdateDomain, name, vm.UpdateDomain)
+		}
 	}
 	notice := s.Notice
-	switch {
-	case notice < 0:
-		return nil, forewarn.Errorf(forewarn.EINVALID, "notice %s is negative", notice)
-	case notice == 0:
+	if notice == 0 {
 		notice = s.Type.MinNotice()
-	case notice < s.Type.MinNotice() && !e.allowShort && !s.Started:
-		return nil, forewarn.Errorf(forewarn.EINVALID,
-			"notice %s is below the %s minimum for %s (the server's --allow-short-notice lifts this)",
-			notice, s.Type.MinNotice(), s.Type)
+		if vm := e.fleet.VM(s.VMs[0]); s.Type == forewarn.Terminate && vm.ScaleSet != "" {
+			notice = e.fleet.TerminateTimeout(vm.ScaleSet)
+		}
+	}
+	if err := e.checkNotice(s.Type, notice, s.Started); err != nil {
+		return nil, err
 	}
 	duration := -1
 	if s.Duration != nil {
@@ -322,6 +381,11 @@ func (e *Engine) Create(ctx context.Context, s Spec) (*forewarn.Event, error) {
 	if e.closed {
 		return nil, errClosed
 	}
+	for _, name := range s.VMs {
+		if e.deleted(name) {
+			return nil, forewarn.Errorf(forewarn.EINVALID, "VM %q has been deleted", name)
+		}
+	}
 	now := time.Now()
 	ev := &forewarn.Event{
 		ID:          newID(),
@@ -335,17 +399,32 @@ func (e *Engine) Create(ctx context.Context, s Spec) (*forewarn.Event, error) {
 		Lasts:       lasts,
 		Created:     now.Round(0),
 	}
-	if s.Started {
+	if s.Started || e.unheard(ev, now) {
 		ev.Status = forewarn.Started
 		ev.NotBefore = time.Time{}
 		ev.StartedAt = now.Round(0)
 	}
-	if err := e.commit(ctx, []*forewarn.Event{ev}); err != nil {
+	if err := e.commit(ctx, now, []*forewarn.Event{ev}, nil); err != nil {
 		return nil, err
 	}
-	e.arm(ev, now)
+	ev = e.events[ev.ID]
 	e.log.Info("event created", "event", ev.ID, "type", ev.Type, "status", ev.Status, "resources", ev.Resources)
 	return ev.Clone(), nil
+}
+
+// checkNotice refuses a notice that is negative, or below the minimum of
+// type t unless the engine allows short notices or the event starts at
+// once.
+func (e *Engine) checkNotice(t forewarn.EventType, notice time.Duration, started bool) error {
+	switch {
+	case notice < 0:
+		return forewarn.Errorf(forewarn.EINVALID, "notice %s is negative", notice)
+	case notice < t.MinNotice() && !e.allowShort && !started:
+		return forewarn.Errorf(forewarn.EINVALID,
+			"notice %s is below the %s minimum for %s (the server's --allow-short-notice lifts this)",
+			notice, t.MinNotice(), t)
+	}
+	return nil
 }
 
 // Approve records approvals of the events ids by the VM named by (or by
@@ -388,7 +467,7 @@ func (e *Engine) Approve(ctx context.Context, by string, ids []string) error {
 		}
 		c := ev.Clone()
 		c.Approvals = append(c.Approvals, forewarn.Approval{By: by, At: now.Round(0)})
-		if a := advance(c, now, false); a != nil {
+		if a := advance(c, now, false, e.gated(c)); a != nil {
 			c = a
 		}
 		changed = append(changed, c)
@@ -396,12 +475,11 @@ func (e *Engine) Approve(ctx context.Context, by string, ids []string) error {
 	if len(changed) == 0 {
 		return nil
 	}
-	if err := e.commit(ctx, changed); err != nil {
+	if err := e.commit(ctx, now, changed, nil); err != nil {
 		return err
 	}
 	for _, c := range changed {
-		e.arm(c, now)
-		e.log.Info("event approved", "event", c.ID, "by", by, "status", c.Status)
+		e.log.Info("event approved", "event", c.ID, "by", by, "status", e.events[c.ID].Status)
 	}
 	return nil
 }
@@ -409,7 +487,7 @@ func (e *Engine) Approve(ctx context.Context, by string, ids []string) error {
 // Start starts a Scheduled event now, whatever its NotBefore.
 // Errors: ENOTFOUND, ECONFLICT when the event is not Scheduled.
 func (e *Engine) Start(ctx context.Context, id string) error {
-	return e.transition(ctx, id, forewarn.Scheduled, func(c *forewarn.Event, now time.Time) {
+	return e.transition(ctx, id, []forewarn.Status{forewarn.Scheduled}, func(c *forewarn.Event, now time.Time) {
 		c.Status = forewarn.Started
 		c.StartedAt = now.Round(0)
 		c.NotBefore = time.Time{}
@@ -419,22 +497,23 @@ func (e *Engine) Start(ctx context.Context, id string) error {
 // Complete ends a Started event now; it vanishes from every document.
 // Errors: ENOTFOUND, ECONFLICT when the event is not Started.
 func (e *Engine) Complete(ctx context.Context, id string) error {
-	return e.transition(ctx, id, forewarn.Started, func(c *forewarn.Event, now time.Time) {
+	return e.transition(ctx, id, []forewarn.Status{forewarn.Started}, func(c *forewarn.Event, now time.Time) {
 		c.Status = forewarn.Completed
 		c.EndedAt = now.Round(0)
 	})
 }
 
-// Cancel withdraws a Scheduled event; it vanishes from every document.
-// Errors: ENOTFOUND, ECONFLICT when the event is not Scheduled.
+// Cancel withdraws a Scheduled (or a wave's Pending) event; it vanishes
+// from every document.
+// Errors: ENOTFOUND, ECONFLICT when the event is neither.
 func (e *Engine) Cancel(ctx context.Context, id string) error {
-	return e.transition(ctx, id, forewarn.Scheduled, func(c *forewarn.Event, now time.Time) {
+	return e.transition(ctx, id, []forewarn.Status{forewarn.Scheduled, forewarn.Pending}, func(c *forewarn.Event, now time.Time) {
 		c.Status = forewarn.Canceled
 		c.EndedAt = now.Round(0)
 	})
 }
 
-func (e *Engine) transition(ctx context.Context, id string, from forewarn.Status, f func(*forewarn.Event, time.Time)) error {
+func (e *Engine) transition(ctx context.Context, id string, from []forewarn.Status, f func(*forewarn.Event, time.Time)) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
@@ -444,16 +523,15 @@ func (e *Engine) transition(ctx context.Context, id string, from forewarn.Status
 	if err != nil {
 		return err
 	}
-	if ev.Status != from {
-		return forewarn.Errorf(forewarn.ECONFLICT, "event %s is %s, not %s", ev.ID, ev.Status, from)
+	if !slices.Contains(from, ev.Status) {
+		return forewarn.Errorf(forewarn.ECONFLICT, "event %s is %s, not %s", ev.ID, ev.Status, from[0])
 	}
 	now := time.Now()
 	c := ev.Clone()
 	f(c, now)
-	if err := e.commit(ctx, []*forewarn.Event{c}); err != nil {
+	if err := e.commit(ctx, now, []*forewarn.Event{c}, nil); err != nil {
 		return err
 	}
-	e.arm(c, now)
 	e.log.Info("event changed", "event", c.ID, "status", c.Status)
 	return nil
 }
@@ -471,10 +549,13 @@ func (e *Engine) lookup(id string) (*forewarn.Event, error) {
 	return nil, forewarn.Errorf(forewarn.ENOTFOUND, "no event %q", id)
 }
 
-// commit writes the changed events and the incarnations they bump, and
-// once the store has them, installs them and publishes new views.
-// e.mu must be held. On error nothing in memory changes.
-func (e *Engine) commit(ctx context.Context, changed []*forewarn.Event) error {
+// commit settles the changed events (the rules that one change sets off
+// in others), writes them, the incarnations they bump and the VM records
+// vms, and once the store has them installs them, publishes new views and
+// arms the events' timers. e.mu must be held. On error nothing in memory
+// changes.
+func (e *Engine) commit(ctx context.Context, now time.Time, changed []*forewarn.Event, vms map[string]*forewarn.VMRecord) error {
+	changed = e.settle(now, changed)
 	// Which VMs' documents change: those that could see the old or can see
 	// the new version of a changed event, when a rendered field differs.
 	touched := map[string]bool{}
@@ -484,7 +565,8 @@ func (e *Engine) commit(ctx context.Context, changed []*forewarn.Event) error {
 			continue
 		}
 		for _, vm := range e.fleet.VMs {
-			if (c.Status.Active() && e.fleet.Visible(vm, c)) || (old != nil && old.Status.Active() && e.fleet.Visible(vm, old)) {
+			if (c.Status.Active() && e.fleet.Visible(vm, c)) || (old != nil && old.Status.Active() && e.fleet.Visible(vm, old)) ||
+				(c.Status == forewarn.Completed && c.Affects(vm.Name)) {
 				touched[vm.Name] = true
 			}
 		}
@@ -493,7 +575,7 @@ func (e *Engine) commit(ctx context.Context, changed []*forewarn.Event) error {
 	for name := range touched {
 		incs[name] = e.inc[name] + 1
 	}
-	rev, err := e.store.Commit(ctx, &forewarn.Change{Revision: e.rev, Events: changed, Incarnations: incs})
+	rev, err := e.store.Commit(ctx, &forewarn.Change{Revision: e.rev, Events: changed, Incarnations: incs, VMs: vms})
 	if err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
@@ -516,6 +598,9 @@ func (e *Engine) commit(ctx context.Context, changed []*forewarn.Event) error {
 			fn(v)
 		}
 	}
+	for _, c := range changed {
+		e.arm(c, now)
+	}
 	return nil
 }
 
@@ -529,7 +614,10 @@ func (e *Engine) buildView(vm *forewarn.VM) *View {
 		}
 		if ev.Type == forewarn.Preempt && ev.Affects(vm.Name) {
 			v.Preempted = v.Preempted || ev.Status == forewarn.Started || ev.Status == forewarn.Completed
-			v.Stopped = v.Stopped || ev.Status == forewarn.Completed
+		}
+		if deletes(vm, ev) {
+			v.Stopped = v.Stopped || vm.Provider == forewarn.GCE
+			v.Deleted = v.Deleted || vm.Provider == forewarn.Azure
 		}
 	}
 	sortEvents(v.Events)
@@ -599,7 +687,8 @@ func (e *Engine) arm(ev *forewarn.Event, now time.Time) {
 		delete(e.timers, ev.ID)
 	}
 	at, ok := ev.NextDeadline()
-	if !ok || e.closed {
+	if !ok || e.closed || (e.gated(ev) && ev.Status == forewarn.Scheduled && !at.After(now)) {
+		// A scale set Terminate past its NotBefore waits for the others.
 		return
 	}
 	id := ev.ID
@@ -618,18 +707,20 @@ func (e *Engine) fire(id string) {
 		return
 	}
 	now := time.Now()
-	c := advance(ev, now, !e.watched(ev))
+	c := advance(ev, now, !e.watched(ev), e.gated(ev))
+	if c == nil && e.gated(ev) && !now.Before(ev.NotBefore) {
+		c = ev.Clone() // timed out: the scale set rule decides
+	}
 	if c == nil {
 		e.arm(ev, now)
 		return
 	}
-	if err := e.commit(context.Background(), []*forewarn.Event{c}); err != nil {
+	if err := e.commit(context.Background(), now, []*forewarn.Event{c}, nil); err != nil {
 		e.log.Error("apply deadline", "event", id, "err", err)
 		e.timers[id] = time.AfterFunc(retryDelay, func() { e.fire(id) })
 		return
 	}
-	e.arm(c, now)
-	e.log.Info("event changed", "event", c.ID, "status", c.Status)
+	e.log.Info("event changed", "event", c.ID, "status", e.events[id].Status)
 }
 
 // advance returns ev moved as far along its lifecycle as the time now and
@@ -641,7 +732,10 @@ func (e *Engine) fire(id string) {
 // live migration whose VMs did not watch their maintenance-event key
 // (skipWarning) gets no warning: it starts when the warning would have
 // been given.
-func advance(ev *forewarn.Event, now time.Time, skipWarning bool) *forewarn.Event {
+//
+// A gated event (a scale set Terminate) never starts here: the scale set
+// rule in settle starts it with the others.
+func advance(ev *forewarn.Event, now time.Time, skipWarning, gated bool) *forewarn.Event {
 	var c *forewarn.Event
 	if lead := ev.Type.Lead(); ev.Status == forewarn.Scheduled && lead > 0 && ev.WarnedAt.IsZero() {
 		warn := ev.NotBefore.Add(-lead)
@@ -661,7 +755,7 @@ func advance(ev *forewarn.Event, now time.Time, skipWarning bool) *forewarn.Even
 		}
 		ev = c
 	}
-	if ev.Status == forewarn.Scheduled {
+	if ev.Status == forewarn.Scheduled && !gated {
 		var at time.Time
 		switch {
 		case !now.Before(ev.NotBefore):

@@ -15,7 +15,7 @@ import (
 func testFleet() *forewarn.Fleet {
 	return &forewarn.Fleet{VMs: []*forewarn.VM{
 		{Name: "web_0", Provider: forewarn.Azure, AvailabilitySet: "web", UpdateDomain: 0},
-		{Name: "web_1", Provider: forewarn.Azure, AvailabilitySet: "web", UpdateDomain: 1},
+		{Name: "web_1", Provider: forewarn.Azure, AvailabilitySet: "web"},
 		{Name: "db_0", Provider: forewarn.Azure, AvailabilitySet: "db"},
 		{Name: "db_1", Provider: forewarn.Azure, AvailabilitySet: "db"},
 		{Name: "solo", Provider: forewarn.Azure},
@@ -29,7 +29,16 @@ func newEngine(t *testing.T, store forewarn.Store, allowShort bool) *engine.Engi
 		t.Fatalf("engine.New: %v", err)
 	}
 	t.Cleanup(func() { e.Close() })
+	enableAll(e)
 	return e
+}
+
+// enableAll makes every VM call once, enabling its scheduled events, so
+// Platform events keep their notice.
+func enableAll(e *engine.Engine) {
+	for _, vm := range e.Fleet().VMs {
+		e.NoteRequest(vm.Name)
+	}
 }
 
 // status returns the event's status and the incarnation of vm.

@@ -36,6 +36,7 @@ func newGCEEngine(t *testing.T, store forewarn.Store) *engine.Engine {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.Close() })
+	enableAll(e)
 	return e
 }
 

@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/netip"
 	"os"
+	"regexp"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -20,15 +21,27 @@ import (
 
 // file is the YAML shape of a fleet file.
 type file struct {
-	VMs []vmEntry `yaml:"vms"`
+	VMs       []vmEntry       `yaml:"vms"`
+	ScaleSets []scaleSetEntry `yaml:"scaleSets"`
+}
+
+type scaleSetEntry struct {
+	Name string `yaml:"name"`
+	// An ISO 8601 duration, PT5M to PT15M; PT5M when left out.
+	TerminateNotBeforeTimeout *string `yaml:"terminateNotBeforeTimeout"`
 }
 
 type vmEntry struct {
-	Name            string `yaml:"name"`
-	IP              string `yaml:"ip"`
-	Provider        string `yaml:"provider"`
+	Name     string `yaml:"name"`
+	IP       string `yaml:"ip"`
+	Provider string `yaml:"provider"`
+	// Azure topology.
 	AvailabilitySet string `yaml:"availabilitySet"`
 	UpdateDomain    *int   `yaml:"updateDomain"`
+	CloudService    string `yaml:"cloudService"`
+	ScaleSet        string `yaml:"scaleSet"`
+	InstanceID      string `yaml:"instanceId"`
+	PlacementGroup  string `yaml:"placementGroup"`
 	// Azure: Spot or Regular.
 	Priority string `yaml:"priority"`
 	// Compute Engine.
@@ -62,8 +75,10 @@ func Load(path string) (*forewarn.Fleet, error) {
 	return f, nil
 }
 
-// Parse parses a fleet file. Unknown keys, duplicate names or addresses,
-// and bad values are refused with an EINVALID error naming the VM and key.
+// Parse parses a fleet file: its vms and its scaleSets. Unknown keys,
+// duplicate names or addresses, keys of the other provider, topologies
+// Azure does not allow and bad values are refused with an EINVALID error
+// naming the VM (or scale set) and the key.
 func Parse(data []byte) (*forewarn.Fleet, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
@@ -93,7 +108,7 @@ func Parse(data []byte) (*forewarn.Fleet, error) {
 			return nil, forewarn.Errorf(forewarn.EINVALID, "%s: name is already used by vms[%d]", where, j)
 		}
 		names[e.Name] = i
-		vm := &forewarn.VM{Name: e.Name, AvailabilitySet: e.AvailabilitySet, Provider: forewarn.Azure}
+		vm := &forewarn.VM{Name: e.Name, Provider: forewarn.Azure}
 		switch strings.ToLower(e.Provider) {
 		case "", "azure":
 		case "gce":
@@ -114,31 +129,105 @@ func Parse(data []byte) (*forewarn.Fleet, error) {
 		}
 		addrs[ip] = e.Name
 		vm.IP = ip
-		if e.UpdateDomain != nil {
-			if *e.UpdateDomain < 0 {
-				return nil, forewarn.Errorf(forewarn.EINVALID, "%s: updateDomain %d is negative", where, *e.UpdateDomain)
-			}
-			vm.UpdateDomain = *e.UpdateDomain
-		}
 		if err := providerKeys(where, &e, vm); err != nil {
 			return nil, err
 		}
 		fleet.VMs = append(fleet.VMs, vm)
 	}
+	sets := map[string]int{}
+	for i, e := range f.ScaleSets {
+		where := fmt.Sprintf("scaleSets[%d]", i)
+		if e.Name == "" {
+			return nil, forewarn.Errorf(forewarn.EINVALID, "%s: name is required", where)
+		}
+		where = fmt.Sprintf("scaleSets[%d] (%s)", i, e.Name)
+		if j, dup := sets[e.Name]; dup {
+			return nil, forewarn.Errorf(forewarn.EINVALID, "%s: name is already used by scaleSets[%d]", where, j)
+		}
+		sets[e.Name] = i
+		s := &forewarn.ScaleSet{Name: e.Name, TerminateTimeout: forewarn.DefaultTerminateTimeout}
+		if t := e.TerminateNotBeforeTimeout; t != nil {
+			d, err := ParseISODuration(*t)
+			if err != nil {
+				return nil, forewarn.Errorf(forewarn.EINVALID, "%s: terminateNotBeforeTimeout %v", where, err)
+			}
+			if d < forewarn.MinTerminateTimeout || d > forewarn.MaxTerminateTimeout {
+				return nil, forewarn.Errorf(forewarn.EINVALID, "%s: terminateNotBeforeTimeout %q is outside PT5M..PT15M", where, *t)
+			}
+			s.TerminateTimeout = d
+		}
+		fleet.ScaleSets = append(fleet.ScaleSets, s)
+	}
 	return fleet, nil
+}
+
+// instanceID is the form of a scale set instance ID: a decimal number
+// (uniform scale sets) or 8 hex digits (flexible scale sets).
+var instanceID = regexp.MustCompile(`^[0-9]+$|^[0-9a-f]{8}$`)
+
+// azureKeys checks and applies the Azure topology keys: availability
+// set, update domain, cloud service, scale set and placement group.
+func azureKeys(where string, e *vmEntry, vm *forewarn.VM) error {
+	const oneGroup = "a VM is in at most one availability set, cloud service or scale set"
+	for _, c := range []struct {
+		a, b   string
+		set    bool
+		reason string
+	}{
+		{"availabilitySet", "scaleSet", e.AvailabilitySet != "" && e.ScaleSet != "", oneGroup},
+		{"availabilitySet", "cloudService", e.AvailabilitySet != "" && e.CloudService != "", oneGroup},
+		{"cloudService", "scaleSet", e.CloudService != "" && e.ScaleSet != "", oneGroup},
+		{"availabilitySet", "zone", e.AvailabilitySet != "" && e.Zone != "", "an availability set is not zonal"},
+	} {
+		if c.set {
+			return forewarn.Errorf(forewarn.EINVALID, "%s: %s cannot be combined with %s; %s", where, c.a, c.b, c.reason)
+		}
+	}
+	switch {
+	case e.ScaleSet != "" && e.InstanceID == "":
+		return forewarn.Errorf(forewarn.EINVALID, "%s: scaleSet needs instanceId", where)
+	case e.InstanceID != "" && e.ScaleSet == "":
+		return forewarn.Errorf(forewarn.EINVALID, "%s: instanceId needs scaleSet", where)
+	case e.PlacementGroup != "" && e.ScaleSet == "":
+		return forewarn.Errorf(forewarn.EINVALID, "%s: placementGroup needs scaleSet", where)
+	case e.InstanceID != "" && !instanceID.MatchString(e.InstanceID):
+		return forewarn.Errorf(forewarn.EINVALID, "%s: instanceId %q is not a decimal number or 8 lowercase hex digits", where, e.InstanceID)
+	case e.ScaleSet != "" && e.Name != e.ScaleSet+"_"+e.InstanceID:
+		return forewarn.Errorf(forewarn.EINVALID, "%s: name must be %s_%s (scaleSet %s + \"_\" + instanceId %s)", where, e.ScaleSet, e.InstanceID, e.ScaleSet, e.InstanceID)
+	}
+	if e.UpdateDomain != nil {
+		if *e.UpdateDomain < 0 {
+			return forewarn.Errorf(forewarn.EINVALID, "%s: updateDomain %d is negative", where, *e.UpdateDomain)
+		}
+		vm.UpdateDomain = *e.UpdateDomain
+	}
+	vm.AvailabilitySet = e.AvailabilitySet
+	vm.CloudService = e.CloudService
+	vm.ScaleSet = e.ScaleSet
+	vm.InstanceID = e.InstanceID
+	vm.PlacementGroup = e.PlacementGroup
+	return nil
 }
 
 // providerKeys checks and applies the keys that belong to one provider.
 func providerKeys(where string, e *vmEntry, vm *forewarn.VM) error {
+	type key struct {
+		name string
+		set  bool
+	}
 	if vm.Provider == forewarn.Azure {
-		for key, set := range map[string]bool{
-			"onHostMaintenance": e.OnHostMaintenance != "", "gpu": e.GPU, "preemptible": e.Preemptible,
-			"provisioningModel": e.ProvisioningModel != "", "soleTenant": e.SoleTenant,
-			"machineType": e.MachineType != "", "project": e.Project != "",
+		// A slice, not a map, so that the first key set is always the one named.
+		for _, k := range []key{
+			{"onHostMaintenance", e.OnHostMaintenance != ""}, {"gpu", e.GPU}, {"preemptible", e.Preemptible},
+			{"provisioningModel", e.ProvisioningModel != ""}, {"soleTenant", e.SoleTenant},
+			{"machineType", e.MachineType != ""}, {"project", e.Project != ""},
 		} {
-			if set {
-				return forewarn.Errorf(forewarn.EINVALID, "%s: %s is a gce key; this VM's provider is azure", where, key)
+			if k.set {
+				return forewarn.Errorf(forewarn.EINVALID, "%s: %s is a gce key; this VM's provider is azure", where, k.name)
 			}
+		}
+		if err := azureKeys(where, e, vm); err != nil {
+			return err
 		}
 		switch strings.ToLower(e.Priority) {
 		case "", "regular":
@@ -152,6 +241,15 @@ func providerKeys(where string, e *vmEntry, vm *forewarn.VM) error {
 	}
 	if e.Priority != "" {
 		return forewarn.Errorf(forewarn.EINVALID, "%s: priority is an azure key; use preemptible or provisioningModel on gce", where)
+	}
+	for _, k := range []key{
+		{"availabilitySet", e.AvailabilitySet != ""}, {"updateDomain", e.UpdateDomain != nil},
+		{"cloudService", e.CloudService != ""}, {"scaleSet", e.ScaleSet != ""},
+		{"instanceId", e.InstanceID != ""}, {"placementGroup", e.PlacementGroup != ""},
+	} {
+		if k.set {
+			return forewarn.Errorf(forewarn.EINVALID, "%s: %s is an azure key; this VM's provider is gce", where, k.name)
+		}
 	}
 	switch strings.ToUpper(e.ProvisioningModel) {
 	case "", "STANDARD":

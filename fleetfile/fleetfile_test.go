@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/forewarn/forewarn"
 	"github.com/forewarn/forewarn/fleetfile"
@@ -132,5 +133,231 @@ vms:
 		if forewarn.ErrorMessage(err) != msg {
 			t.Errorf("%s:\n got %v\nwant %s", in, err, msg)
 		}
+	}
+}
+
+func TestAzureTopology(t *testing.T) {
+	f, err := fleetfile.Parse([]byte(`
+vms:
+  - {name: web_a0, ip: 10.0.1.1, availabilitySet: web, updateDomain: 0}
+  - {name: web_a1, ip: 10.0.1.2, availabilitySet: web, updateDomain: 1}
+  - {name: vmss_0, ip: 10.0.1.3, scaleSet: vmss, instanceId: 0, placementGroup: pg0}
+  - {name: vmss_17, ip: 10.0.1.4, scaleSet: vmss, instanceId: "17", placementGroup: pg1, updateDomain: 2, priority: Spot, zone: "2"}
+  - {name: flex_1a2b3c4d, ip: 10.0.1.5, scaleSet: flex, instanceId: 1a2b3c4d}
+  - {name: flex_12345678, ip: 10.0.1.6, scaleSet: flex, instanceId: "12345678"}
+  - {name: FrontEnd_IN_0, ip: 10.0.1.7, cloudService: frontend, updateDomain: 0}
+  - {name: FrontEnd_IN_1, ip: 10.0.1.8, cloudService: frontend, updateDomain: 1}
+  - {name: zonal, ip: 10.0.1.9, zone: "3"}
+  - {name: ud, ip: 10.0.1.10, updateDomain: 4}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []forewarn.VM{
+		{Name: "web_a0", Provider: forewarn.Azure, AvailabilitySet: "web"},
+		{Name: "web_a1", Provider: forewarn.Azure, AvailabilitySet: "web", UpdateDomain: 1},
+		{Name: "vmss_0", Provider: forewarn.Azure, ScaleSet: "vmss", InstanceID: "0", PlacementGroup: "pg0"},
+		{Name: "vmss_17", Provider: forewarn.Azure, ScaleSet: "vmss", InstanceID: "17", PlacementGroup: "pg1", UpdateDomain: 2, Spot: true, Zone: "2"},
+		{Name: "flex_1a2b3c4d", Provider: forewarn.Azure, ScaleSet: "flex", InstanceID: "1a2b3c4d"},
+		{Name: "flex_12345678", Provider: forewarn.Azure, ScaleSet: "flex", InstanceID: "12345678"},
+		{Name: "FrontEnd_IN_0", Provider: forewarn.Azure, CloudService: "frontend"},
+		{Name: "FrontEnd_IN_1", Provider: forewarn.Azure, CloudService: "frontend", UpdateDomain: 1},
+		{Name: "zonal", Provider: forewarn.Azure, Zone: "3"},
+		{Name: "ud", Provider: forewarn.Azure, UpdateDomain: 4},
+	}
+	if len(f.VMs) != len(want) {
+		t.Fatalf("%d VMs, want %d", len(f.VMs), len(want))
+	}
+	for i := range want {
+		got := *f.VMs[i]
+		got.IP = netip.Addr{}
+		if got != want[i] {
+			t.Errorf("vm %d:\n got %+v\nwant %+v", i, got, want[i])
+		}
+	}
+	if f.ScaleSets != nil {
+		t.Errorf("ScaleSets = %v, want none", f.ScaleSets)
+	}
+	// A scale set that is not listed under scaleSets gets the default notice.
+	if d := f.TerminateTimeout("vmss"); d != forewarn.DefaultTerminateTimeout {
+		t.Errorf("TerminateTimeout(vmss) = %v", d)
+	}
+}
+
+func TestAzureTopologyErrors(t *testing.T) {
+	cases := []struct{ in, want string }{
+		// Azure keys on a Compute Engine VM.
+		{"{name: a, ip: 1.1.1.1, provider: gce, availabilitySet: web}", "vms[0] (a): availabilitySet is an azure key; this VM's provider is gce"},
+		{"{name: a, ip: 1.1.1.1, provider: gce, updateDomain: 0}", "vms[0] (a): updateDomain is an azure key; this VM's provider is gce"},
+		{"{name: a, ip: 1.1.1.1, provider: gce, updateDomain: -1}", "vms[0] (a): updateDomain is an azure key; this VM's provider is gce"},
+		{"{name: a, ip: 1.1.1.1, provider: gce, cloudService: cs}", "vms[0] (a): cloudService is an azure key; this VM's provider is gce"},
+		{"{name: a_0, ip: 1.1.1.1, provider: gce, scaleSet: a, instanceId: 0}", "vms[0] (a_0): scaleSet is an azure key; this VM's provider is gce"},
+		{"{name: a, ip: 1.1.1.1, provider: gce, instanceId: 0}", "vms[0] (a): instanceId is an azure key; this VM's provider is gce"},
+		{"{name: a, ip: 1.1.1.1, provider: gce, placementGroup: pg0}", "vms[0] (a): placementGroup is an azure key; this VM's provider is gce"},
+		// The first gce key set is the one named, every time.
+		{"{name: a, ip: 1.1.1.1, project: p, machineType: m, soleTenant: true, provisioningModel: SPOT, preemptible: true, gpu: true, onHostMaintenance: MIGRATE}",
+			"vms[0] (a): onHostMaintenance is a gce key; this VM's provider is azure"},
+		{"{name: a, ip: 1.1.1.1, project: p, machineType: m}", "vms[0] (a): machineType is a gce key; this VM's provider is azure"},
+		// scaleSet and instanceId.
+		{"{name: web_0, ip: 1.1.1.1, scaleSet: web}", "vms[0] (web_0): scaleSet needs instanceId"},
+		{`{name: web_0, ip: 1.1.1.1, scaleSet: web, instanceId: ""}`, "vms[0] (web_0): scaleSet needs instanceId"},
+		{"{name: web_0, ip: 1.1.1.1, instanceId: 0}", "vms[0] (web_0): instanceId needs scaleSet"},
+		{"{name: web_0, ip: 1.1.1.1, placementGroup: pg0}", "vms[0] (web_0): placementGroup needs scaleSet"},
+		{"{name: web_9, ip: 1.1.1.1, scaleSet: web, instanceId: 0}", `vms[0] (web_9): name must be web_0 (scaleSet web + "_" + instanceId 0)`},
+		{"{name: web0, ip: 1.1.1.1, scaleSet: web, instanceId: 0}", `vms[0] (web0): name must be web_0 (scaleSet web + "_" + instanceId 0)`},
+		{"{name: web-0, ip: 1.1.1.1, scaleSet: web, instanceId: 0}", `vms[0] (web-0): name must be web_0 (scaleSet web + "_" + instanceId 0)`},
+		{"{name: Web_0, ip: 1.1.1.1, scaleSet: web, instanceId: 0}", `vms[0] (Web_0): name must be web_0 (scaleSet web + "_" + instanceId 0)`},
+		{"{name: web_x, ip: 1.1.1.1, scaleSet: web, instanceId: x}", `vms[0] (web_x): instanceId "x" is not a decimal number or 8 lowercase hex digits`},
+		{"{name: web_-1, ip: 1.1.1.1, scaleSet: web, instanceId: -1}", `vms[0] (web_-1): instanceId "-1" is not a decimal number or 8 lowercase hex digits`},
+		{"{name: web_1a2b3c4, ip: 1.1.1.1, scaleSet: web, instanceId: 1a2b3c4}", `vms[0] (web_1a2b3c4): instanceId "1a2b3c4" is not a decimal number or 8 lowercase hex digits`},
+		{"{name: web_1a2b3c4d5, ip: 1.1.1.1, scaleSet: web, instanceId: 1a2b3c4d5}", `vms[0] (web_1a2b3c4d5): instanceId "1a2b3c4d5" is not a decimal number or 8 lowercase hex digits`},
+		{"{name: web_1A2B3C4D, ip: 1.1.1.1, scaleSet: web, instanceId: 1A2B3C4D}", `vms[0] (web_1A2B3C4D): instanceId "1A2B3C4D" is not a decimal number or 8 lowercase hex digits`},
+		{"{name: web_0x1f, ip: 1.1.1.1, scaleSet: web, instanceId: 0x1f}", `vms[0] (web_0x1f): instanceId "0x1f" is not a decimal number or 8 lowercase hex digits`},
+		{"{name: web_1.5, ip: 1.1.1.1, scaleSet: web, instanceId: 1.5}", `vms[0] (web_1.5): instanceId "1.5" is not a decimal number or 8 lowercase hex digits`},
+		// Combinations Azure does not allow.
+		{"{name: web_0, ip: 1.1.1.1, availabilitySet: web, scaleSet: web, instanceId: 0}",
+			"vms[0] (web_0): availabilitySet cannot be combined with scaleSet; a VM is in at most one availability set, cloud service or scale set"},
+		{"{name: a, ip: 1.1.1.1, availabilitySet: web, cloudService: cs}",
+			"vms[0] (a): availabilitySet cannot be combined with cloudService; a VM is in at most one availability set, cloud service or scale set"},
+		{"{name: web_0, ip: 1.1.1.1, cloudService: cs, scaleSet: web, instanceId: 0}",
+			"vms[0] (web_0): cloudService cannot be combined with scaleSet; a VM is in at most one availability set, cloud service or scale set"},
+		{`{name: a, ip: 1.1.1.1, availabilitySet: web, zone: "1"}`,
+			"vms[0] (a): availabilitySet cannot be combined with zone; an availability set is not zonal"},
+		{"{name: a, ip: 1.1.1.1, availabilitySet: web, updateDomain: -1}", "vms[0] (a): updateDomain -1 is negative"},
+	}
+	for _, c := range cases {
+		_, err := fleetfile.Parse([]byte("vms:\n  - " + c.in))
+		if forewarn.ErrorCode(err) != forewarn.EINVALID || forewarn.ErrorMessage(err) != c.want {
+			t.Errorf("%s:\n got %v\nwant %s", c.in, err, c.want)
+		}
+	}
+	// The VM named in a message is the one at fault, not the first.
+	_, err := fleetfile.Parse([]byte(`
+vms:
+  - {name: web_0, ip: 1.1.1.1, scaleSet: web, instanceId: 0}
+  - {name: web_1, ip: 1.1.1.2, scaleSet: web, instanceId: 1}
+  - {name: web_2, ip: 1.1.1.3, scaleSet: web, instanceId: 2}
+  - {name: web_9, ip: 1.1.1.4, scaleSet: web, instanceId: 3}
+`))
+	if want := `vms[3] (web_9): name must be web_3 (scaleSet web + "_" + instanceId 3)`; forewarn.ErrorMessage(err) != want {
+		t.Errorf("got %v\nwant %s", err, want)
+	}
+	// Two VMs with one instance ID have one name.
+	_, err = fleetfile.Parse([]byte(`
+vms:
+  - {name: web_0, ip: 1.1.1.1, scaleSet: web, instanceId: 0}
+  - {name: web_0, ip: 1.1.1.2, scaleSet: web, instanceId: "0"}
+`))
+	if want := "vms[1] (web_0): name is already used by vms[0]"; forewarn.ErrorMessage(err) != want {
+		t.Errorf("got %v\nwant %s", err, want)
+	}
+}
+
+func TestScaleSets(t *testing.T) {
+	f, err := fleetfile.Parse([]byte(`
+vms:
+  - {name: web_0, ip: 1.1.1.1, scaleSet: web, instanceId: 0}
+  - {name: api_0, ip: 1.1.1.2, scaleSet: api, instanceId: 0}
+scaleSets:
+  - name: web
+    terminateNotBeforeTimeout: PT10M
+  - name: api                  # the default notice
+  - name: min
+    terminateNotBeforeTimeout: PT300S
+  - name: max
+    terminateNotBeforeTimeout: PT0.25H
+  - name: secs
+    terminateNotBeforeTimeout: PT7M30.5S
+  - name: blank
+    terminateNotBeforeTimeout:
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []forewarn.ScaleSet{
+		{Name: "web", TerminateTimeout: 10 * time.Minute},
+		{Name: "api", TerminateTimeout: 5 * time.Minute},
+		{Name: "min", TerminateTimeout: 5 * time.Minute},
+		{Name: "max", TerminateTimeout: 15 * time.Minute},
+		{Name: "secs", TerminateTimeout: 7*time.Minute + 30500*time.Millisecond},
+		{Name: "blank", TerminateTimeout: 5 * time.Minute},
+	}
+	if len(f.ScaleSets) != len(want) {
+		t.Fatalf("%d scale sets, want %d", len(f.ScaleSets), len(want))
+	}
+	for i := range want {
+		if *f.ScaleSets[i] != want[i] {
+			t.Errorf("scale set %d: %+v, want %+v", i, *f.ScaleSets[i], want[i])
+		}
+	}
+	for name, d := range map[string]time.Duration{"web": 10 * time.Minute, "api": 5 * time.Minute, "unlisted": 5 * time.Minute} {
+		if got := f.TerminateTimeout(name); got != d {
+			t.Errorf("TerminateTimeout(%s) = %v, want %v", name, got, d)
+		}
+	}
+}
+
+func TestScaleSetErrors(t *testing.T) {
+	const vms = "vms:\n  - {name: a, ip: 1.1.1.1}\nscaleSets:\n"
+	cases := []struct{ in, want string }{
+		{"  - terminateNotBeforeTimeout: PT5M", "scaleSets[0]: name is required"},
+		{"  - name: web\n  - name: web", "scaleSets[1] (web): name is already used by scaleSets[0]"},
+		{"  - {name: web, terminateNotBeforeTimeout: PT20M}", `scaleSets[0] (web): terminateNotBeforeTimeout "PT20M" is outside PT5M..PT15M`},
+		{"  - {name: web, terminateNotBeforeTimeout: PT4M59S}", `scaleSets[0] (web): terminateNotBeforeTimeout "PT4M59S" is outside PT5M..PT15M`},
+		{"  - {name: web, terminateNotBeforeTimeout: PT15M0.5S}", `scaleSets[0] (web): terminateNotBeforeTimeout "PT15M0.5S" is outside PT5M..PT15M`},
+		{"  - {name: web, terminateNotBeforeTimeout: PT0S}", `scaleSets[0] (web): terminateNotBeforeTimeout "PT0S" is outside PT5M..PT15M`},
+		{"  - {name: web, terminateNotBeforeTimeout: P1D}", `scaleSets[0] (web): terminateNotBeforeTimeout "P1D" is outside PT5M..PT15M`},
+		{"  - {name: web, terminateNotBeforeTimeout: 10m}", `scaleSets[0] (web): terminateNotBeforeTimeout "10m" is not an ISO 8601 duration: it does not start with P`},
+		{"  - {name: web, terminateNotBeforeTimeout: 10}", `scaleSets[0] (web): terminateNotBeforeTimeout "10" is not an ISO 8601 duration: it does not start with P`},
+		{`  - {name: web, terminateNotBeforeTimeout: ""}`, `scaleSets[0] (web): terminateNotBeforeTimeout "" is not an ISO 8601 duration: it is empty`},
+		{"  - {name: web, terminateNotBeforeTimeout: PT}", `scaleSets[0] (web): terminateNotBeforeTimeout "PT" is not an ISO 8601 duration: it has no component after T`},
+		{"  - {name: web, terminateNotBeforeTimeout: PT5M5M}", `scaleSets[0] (web): terminateNotBeforeTimeout "PT5M5M" is not an ISO 8601 duration: designator M is repeated`},
+		{"  - {name: web, terminateNotBeforeTimeout: -PT5M}", `scaleSets[0] (web): terminateNotBeforeTimeout "-PT5M" is not an ISO 8601 duration: it has a sign; only positive durations are allowed`},
+		{"  - name: ok\n  - {name: web, terminateNotBeforeTimeout: PT16M}", `scaleSets[1] (web): terminateNotBeforeTimeout "PT16M" is outside PT5M..PT15M`},
+		{"  - {name: web, timeout: PT5M}", "unmarshal errors:\n  line 4: field timeout not found in type fleetfile.scaleSetEntry"},
+	}
+	for _, c := range cases {
+		_, err := fleetfile.Parse([]byte(vms + c.in))
+		if forewarn.ErrorCode(err) != forewarn.EINVALID || forewarn.ErrorMessage(err) != c.want {
+			t.Errorf("%s:\n got %v\nwant %s", c.in, err, c.want)
+		}
+	}
+}
+
+// TestExampleFleet keeps examples/fleet.yaml loadable.
+func TestExampleFleet(t *testing.T) {
+	f, err := fleetfile.Load(filepath.Join("..", "examples", "fleet.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.VMs) != 13 {
+		t.Fatalf("%d VMs, want 13", len(f.VMs))
+	}
+	addrs := map[netip.Addr]bool{}
+	for _, vm := range f.VMs {
+		if !vm.IP.IsValid() || vm.IP.Compare(netip.MustParseAddr("127.0.0.10")) < 0 || !vm.IP.IsLoopback() || addrs[vm.IP] {
+			t.Errorf("%s: ip %v is not a free loopback address from 127.0.0.10", vm.Name, vm.IP)
+		}
+		addrs[vm.IP] = true
+	}
+	for name, want := range map[string]forewarn.VM{
+		"web_a1":        {Name: "web_a1", IP: netip.MustParseAddr("127.0.0.11"), Provider: forewarn.Azure, AvailabilitySet: "web", UpdateDomain: 1},
+		"vmss_2":        {Name: "vmss_2", IP: netip.MustParseAddr("127.0.0.16"), Provider: forewarn.Azure, ScaleSet: "vmss", InstanceID: "2", PlacementGroup: "pg1"},
+		"spot_0":        {Name: "spot_0", IP: netip.MustParseAddr("127.0.0.17"), Provider: forewarn.Azure, Spot: true},
+		"zonal_0":       {Name: "zonal_0", IP: netip.MustParseAddr("127.0.0.18"), Provider: forewarn.Azure, Zone: "1"},
+		"FrontEnd_IN_1": {Name: "FrontEnd_IN_1", IP: netip.MustParseAddr("127.0.0.20"), Provider: forewarn.Azure, CloudService: "frontend", UpdateDomain: 1},
+		"gce-gpu-0": {Name: "gce-gpu-0", IP: netip.MustParseAddr("127.0.0.22"), Provider: forewarn.GCE, GPU: true, OnHostMaintenance: "TERMINATE",
+			Zone: "us-central1-c", MachineType: "a2-highgpu-1g", Project: "forewarn-project"},
+	} {
+		if vm := f.VM(name); vm == nil || *vm != want {
+			t.Errorf("%s:\n got %+v\nwant %+v", name, vm, want)
+		}
+	}
+	if len(f.ScaleSets) != 1 || *f.ScaleSets[0] != (forewarn.ScaleSet{Name: "vmss", TerminateTimeout: 5 * time.Minute}) {
+		t.Errorf("scale sets: %v", f.ScaleSets)
+	}
+	vmss0, vmss1, vmss2 := f.VM("vmss_0"), f.VM("vmss_1"), f.VM("vmss_2")
+	if !forewarn.SharesScope(vmss0, vmss1) || forewarn.SharesScope(vmss0, vmss2) {
+		t.Error("vmss_0 should share a scope with vmss_1 (pg0) and not with vmss_2 (pg1)")
 	}
 }

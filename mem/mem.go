@@ -1,8 +1,8 @@
 // Package mem implements forewarn.Store in memory, for tests.
 //
 // A Store behaves like the durable backends, down to the values it
-// returns: events are deep-copied on the way in and out, and their times
-// are kept in UTC without monotonic clock readings, exactly as they come
+// returns: events and VM records are deep-copied on the way in and out,
+// and their times are kept in UTC without monotonic clock readings, exactly as they come
 // back from a file. Nothing survives Close.
 package mem
 
@@ -23,6 +23,7 @@ type Store struct {
 	rev      int64
 	events   map[string]*forewarn.Event
 	inc      map[string]int64
+	vms      map[string]*forewarn.VMRecord
 	watchers map[chan int64]func() bool // channel → stop its context.AfterFunc
 }
 
@@ -31,6 +32,7 @@ func New() *Store {
 	return &Store{
 		events:   make(map[string]*forewarn.Event),
 		inc:      make(map[string]int64),
+		vms:      make(map[string]*forewarn.VMRecord),
 		watchers: make(map[chan int64]func() bool),
 	}
 }
@@ -50,6 +52,7 @@ func (s *Store) Load(ctx context.Context) (*forewarn.State, error) {
 		Revision:     s.rev,
 		Events:       make([]*forewarn.Event, 0, len(s.events)),
 		Incarnations: make(map[string]int64, len(s.inc)),
+		VMs:          make(map[string]*forewarn.VMRecord, len(s.vms)),
 	}
 	for _, e := range s.events {
 		st.Events = append(st.Events, e.Clone())
@@ -57,12 +60,16 @@ func (s *Store) Load(ctx context.Context) (*forewarn.State, error) {
 	for vm, n := range s.inc {
 		st.Incarnations[vm] = n
 	}
+	for vm, r := range s.vms {
+		st.VMs[vm] = normalizeVM(r)
+	}
 	return st, nil
 }
 
 // Commit applies c atomically and returns the new revision. It returns
 // ECONFLICT when c.Revision is not the current revision, EINVALID when c
-// would lower an incarnation or holds an event without an ID, and
+// would lower an incarnation, holds an event without an ID or a nil or
+// unnamed VM record, and
 // EUNAVAILABLE after Close; in each case nothing is written.
 func (s *Store) Commit(ctx context.Context, c *forewarn.Change) (int64, error) {
 	if err := ctx.Err(); err != nil {
@@ -92,6 +99,9 @@ func (s *Store) Commit(ctx context.Context, c *forewarn.Change) (int64, error) {
 	}
 	for vm, n := range c.Incarnations {
 		s.inc[vm] = n
+	}
+	for vm, r := range c.VMs {
+		s.vms[vm] = normalizeVM(r)
 	}
 	s.rev++
 	for ch := range s.watchers {
@@ -132,7 +142,7 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
-	s.events, s.inc = nil, nil
+	s.events, s.inc, s.vms = nil, nil, nil
 	for ch, stop := range s.watchers {
 		stop()
 		close(ch)
@@ -172,6 +182,14 @@ func validate(c *forewarn.Change) error {
 	if _, ok := c.Incarnations[""]; ok {
 		return forewarn.Errorf(forewarn.EINVALID, "incarnation for a VM without a name")
 	}
+	for vm, r := range c.VMs {
+		if vm == "" {
+			return forewarn.Errorf(forewarn.EINVALID, "VM record for a VM without a name")
+		}
+		if r == nil {
+			return forewarn.Errorf(forewarn.EINVALID, "VM record for %s is nil", vm)
+		}
+	}
 	return nil
 }
 
@@ -191,4 +209,12 @@ func normalize(e *forewarn.Event) *forewarn.Event {
 		c.Approvals[i].At = c.Approvals[i].At.UTC()
 	}
 	return c
+}
+
+// normalizeVM returns a copy of r as a file-backed store would return it:
+// times in UTC without monotonic readings.
+func normalizeVM(r *forewarn.VMRecord) *forewarn.VMRecord {
+	c := *r
+	c.LastSeen = c.LastSeen.UTC()
+	return &c
 }

@@ -47,6 +47,14 @@ func Run(t *testing.T, open func(t *testing.T) forewarn.Store) {
 	t.Run("Deletes", func(t *testing.T) { testDeletes(t, newStore(t)) })
 	t.Run("LoadReturnsCopies", func(t *testing.T) { testLoadReturnsCopies(t, newStore(t)) })
 	t.Run("CommitCopies", func(t *testing.T) { testCommitCopies(t, newStore(t)) })
+	t.Run("VMs", func(t *testing.T) {
+		t.Run("RoundTrip", func(t *testing.T) { testVMsRoundTrip(t, newStore(t)) })
+		t.Run("Replace", func(t *testing.T) { testVMsReplace(t, newStore(t)) })
+		t.Run("Conflict", func(t *testing.T) { testVMsConflict(t, newStore(t)) })
+		t.Run("Invalid", func(t *testing.T) { testVMsInvalid(t, newStore(t)) })
+		t.Run("LoadReturnsCopies", func(t *testing.T) { testVMsLoadReturnsCopies(t, newStore(t)) })
+		t.Run("CommitCopies", func(t *testing.T) { testVMsCommitCopies(t, newStore(t)) })
+	})
 	t.Run("Watch", func(t *testing.T) {
 		t.Run("Receives", func(t *testing.T) { testWatchReceives(t, newStore(t)) })
 		t.Run("Coalesces", func(t *testing.T) { testWatchCoalesces(t, newStore(t)) })
@@ -78,21 +86,27 @@ func RunDurable(t *testing.T, open func(t *testing.T, dir string) forewarn.Store
 		wantRevision(t, commit(t, s, &forewarn.Change{
 			Events:       []*forewarn.Event{a, b},
 			Incarnations: map[string]int64{"vm-a": 1, "vm-b": 1},
+			VMs:          map[string]*forewarn.VMRecord{"vm-a": vmRecord(1), "vm-b": vmRecord(2)},
 		}), 1)
 		a2 := a.Clone()
 		a2.Status, a2.Description = forewarn.Canceled, "canceled by operator"
+		nowSeen := &forewarn.VMRecord{LastSeen: time.Now()}
 		wantRevision(t, commit(t, s, &forewarn.Change{
 			Revision:     1,
 			Events:       []*forewarn.Event{a2},
 			Deletes:      []string{b.ID},
 			Incarnations: map[string]int64{"vm-a": 7},
+			VMs:          map[string]*forewarn.VMRecord{"vm-a": nowSeen, "vm-c": {}},
 		}), 2)
+		wantVMs2 := map[string]*forewarn.VMRecord{"vm-a": nowSeen, "vm-b": vmRecord(2), "vm-c": {}}
 		if err := s.Close(); err != nil {
 			t.Fatalf("Close: %v", err)
 		}
 
 		s = reopen(t, dir)
-		wantState(t, load(t, s), 2, map[string]int64{"vm-a": 7, "vm-b": 1}, a2)
+		st := load(t, s)
+		wantState(t, st, 2, map[string]int64{"vm-a": 7, "vm-b": 1}, a2)
+		wantVMs(t, st, wantVMs2)
 		_, err := s.Commit(ctx, &forewarn.Change{Revision: 1})
 		wantCode(t, err, forewarn.ECONFLICT)
 		_, err = s.Commit(ctx, &forewarn.Change{Revision: 2, Incarnations: map[string]int64{"vm-a": 6}})
@@ -107,7 +121,9 @@ func RunDurable(t *testing.T, open func(t *testing.T, dir string) forewarn.Store
 		}
 
 		s = reopen(t, dir)
-		wantState(t, load(t, s), 3, map[string]int64{"vm-a": 7, "vm-b": 1})
+		st = load(t, s)
+		wantState(t, st, 3, map[string]int64{"vm-a": 7, "vm-b": 1})
+		wantVMs(t, st, wantVMs2)
 	})
 
 	t.Run("ReopenEmpty", func(t *testing.T) {
@@ -116,19 +132,24 @@ func RunDurable(t *testing.T, open func(t *testing.T, dir string) forewarn.Store
 			t.Fatalf("Close: %v", err)
 		}
 		s := reopen(t, dir)
-		wantState(t, load(t, s), 0, map[string]int64{})
+		st := load(t, s)
+		wantState(t, st, 0, map[string]int64{})
+		wantVMs(t, st, map[string]*forewarn.VMRecord{})
 		wantRevision(t, commit(t, s, &forewarn.Change{}), 1)
 	})
 }
 
 // testEventFields fails when Event or Approval grow a field that
-// eventDiff does not compare.
+// eventDiff does not compare, or VMRecord one that vmDiff does not.
 func testEventFields(t *testing.T) {
-	if n := reflect.TypeFor[forewarn.Event]().NumField(); n != 14 {
-		t.Errorf("forewarn.Event has %d fields, the suite compares 14: update eventDiff", n)
+	if n := reflect.TypeFor[forewarn.Event]().NumField(); n != 16 {
+		t.Errorf("forewarn.Event has %d fields, the suite compares 16: update eventDiff and fullEvent", n)
 	}
 	if n := reflect.TypeFor[forewarn.Approval]().NumField(); n != 2 {
 		t.Errorf("forewarn.Approval has %d fields, the suite compares 2: update eventDiff", n)
+	}
+	if n := reflect.TypeFor[forewarn.VMRecord]().NumField(); n != 1 {
+		t.Errorf("forewarn.VMRecord has %d fields, the suite compares 1: update vmDiff and vmRecord", n)
 	}
 }
 
@@ -137,7 +158,11 @@ func testEmptyLoad(t *testing.T, s forewarn.Store) {
 	if st.Incarnations == nil {
 		t.Error("Load on an empty store returned nil Incarnations, want an empty map")
 	}
+	if st.VMs == nil {
+		t.Error("Load on an empty store returned nil VMs, want an empty map")
+	}
 	wantState(t, st, 0, map[string]int64{})
+	wantVMs(t, st, map[string]*forewarn.VMRecord{})
 }
 
 func testCommitAndLoad(t *testing.T, s forewarn.Store) {
@@ -172,10 +197,13 @@ func testConflict(t *testing.T, s forewarn.Store) {
 			Events:       []*forewarn.Event{b},
 			Deletes:      []string{a.ID},
 			Incarnations: map[string]int64{"vm-a": 2, "vm-b": 1},
+			VMs:          map[string]*forewarn.VMRecord{"vm-a": vmRecord(1)},
 		})
 		wantCode(t, err, forewarn.ECONFLICT)
 	}
-	wantState(t, load(t, s), 1, map[string]int64{"vm-a": 1}, a)
+	st := load(t, s)
+	wantState(t, st, 1, map[string]int64{"vm-a": 1}, a)
+	wantVMs(t, st, map[string]*forewarn.VMRecord{})
 	wantRevision(t, commit(t, s, &forewarn.Change{Revision: 1}), 2)
 }
 
@@ -188,9 +216,12 @@ func testIncarnationBackwards(t *testing.T, s forewarn.Store) {
 		Events:       []*forewarn.Event{b},
 		Deletes:      []string{a.ID},
 		Incarnations: map[string]int64{"vm-a": 4, "vm-b": 3, "vm-c": 1},
+		VMs:          map[string]*forewarn.VMRecord{"vm-a": vmRecord(1)},
 	})
 	wantCode(t, err, forewarn.EINVALID)
-	wantState(t, load(t, s), 1, map[string]int64{"vm-a": 5, "vm-b": 2}, a)
+	st := load(t, s)
+	wantState(t, st, 1, map[string]int64{"vm-a": 5, "vm-b": 2}, a)
+	wantVMs(t, st, map[string]*forewarn.VMRecord{})
 
 	// The same value, and a higher one, are accepted.
 	wantRevision(t, commit(t, s, &forewarn.Change{Revision: 1, Incarnations: map[string]int64{"vm-a": 5}}), 2)
@@ -205,13 +236,24 @@ func testInvalidChange(t *testing.T, s forewarn.Store) {
 		"empty ID":     {Events: []*forewarn.Event{fullEvent(1), {Type: forewarn.Freeze}}},
 		"empty VM":     {Events: []*forewarn.Event{fullEvent(1)}, Incarnations: map[string]int64{"": 1}},
 		"nil and more": {Events: []*forewarn.Event{nil}, Incarnations: map[string]int64{"vm-a": 1}},
+		"nil VM record": {
+			Events:       []*forewarn.Event{fullEvent(1)},
+			Incarnations: map[string]int64{"vm-a": 1},
+			VMs:          map[string]*forewarn.VMRecord{"vm-a": vmRecord(1), "vm-b": nil},
+		},
+		"empty VM record name": {
+			Events: []*forewarn.Event{fullEvent(1)},
+			VMs:    map[string]*forewarn.VMRecord{"vm-a": vmRecord(1), "": vmRecord(2)},
+		},
 	} {
 		_, err := s.Commit(t.Context(), c)
 		if forewarn.ErrorCode(err) != forewarn.EINVALID {
 			t.Errorf("%s: Commit err = %v (code %q), want code %q", name, err, forewarn.ErrorCode(err), forewarn.EINVALID)
 		}
 	}
-	wantState(t, load(t, s), 0, map[string]int64{})
+	st := load(t, s)
+	wantState(t, st, 0, map[string]int64{})
+	wantVMs(t, st, map[string]*forewarn.VMRecord{})
 }
 
 func testReplaceByID(t *testing.T, s forewarn.Store) {
@@ -279,6 +321,107 @@ func testCommitCopies(t *testing.T, s forewarn.Store) {
 	incs["vm-a"] = 99
 
 	wantState(t, load(t, s), 1, map[string]int64{"vm-a": 1}, want)
+}
+
+func testVMsRoundTrip(t *testing.T, s forewarn.Store) {
+	cet := time.FixedZone("CET", 3600)
+	vms := map[string]*forewarn.VMRecord{
+		"vm-a": vmRecord(1),
+		"vm-b": {LastSeen: time.Now()}, // local, with a monotonic reading
+		"vm-c": {LastSeen: time.Date(2026, 3, 1, 10, 0, 0, 1, cet)},
+		"vm-d": {}, // never seen
+	}
+	wantRevision(t, commit(t, s, &forewarn.Change{VMs: vms}), 1)
+	wantVMs(t, load(t, s), vms)
+
+	// Records not named in a change keep their value, alongside events
+	// and incarnations in the same change.
+	a := fullEvent(1)
+	e := &forewarn.VMRecord{LastSeen: time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)}
+	wantRevision(t, commit(t, s, &forewarn.Change{
+		Revision:     1,
+		Events:       []*forewarn.Event{a},
+		Incarnations: map[string]int64{"vm-e": 1},
+		VMs:          map[string]*forewarn.VMRecord{"vm-e": e},
+	}), 2)
+	st := load(t, s)
+	wantState(t, st, 2, map[string]int64{"vm-e": 1}, a)
+	want := maps.Clone(vms)
+	want["vm-e"] = e
+	wantVMs(t, st, want)
+}
+
+func testVMsReplace(t *testing.T, s forewarn.Store) {
+	commit(t, s, &forewarn.Change{VMs: map[string]*forewarn.VMRecord{"vm-a": vmRecord(1), "vm-b": vmRecord(2)}})
+
+	// A later record replaces the whole earlier one, even with a zero
+	// field, and even with an older time.
+	wantRevision(t, commit(t, s, &forewarn.Change{Revision: 1, VMs: map[string]*forewarn.VMRecord{"vm-a": {}}}), 2)
+	wantVMs(t, load(t, s), map[string]*forewarn.VMRecord{"vm-a": {}, "vm-b": vmRecord(2)})
+
+	wantRevision(t, commit(t, s, &forewarn.Change{Revision: 2, VMs: map[string]*forewarn.VMRecord{"vm-a": vmRecord(3), "vm-b": vmRecord(0)}}), 3)
+	wantVMs(t, load(t, s), map[string]*forewarn.VMRecord{"vm-a": vmRecord(3), "vm-b": vmRecord(0)})
+}
+
+func testVMsConflict(t *testing.T, s forewarn.Store) {
+	commit(t, s, &forewarn.Change{VMs: map[string]*forewarn.VMRecord{"vm-a": vmRecord(1)}})
+	for _, rev := range []int64{0, 2} {
+		_, err := s.Commit(t.Context(), &forewarn.Change{
+			Revision: rev,
+			VMs:      map[string]*forewarn.VMRecord{"vm-a": vmRecord(2), "vm-b": vmRecord(2)},
+		})
+		wantCode(t, err, forewarn.ECONFLICT)
+	}
+	st := load(t, s)
+	wantState(t, st, 1, map[string]int64{})
+	wantVMs(t, st, map[string]*forewarn.VMRecord{"vm-a": vmRecord(1)})
+}
+
+func testVMsInvalid(t *testing.T, s forewarn.Store) {
+	commit(t, s, &forewarn.Change{VMs: map[string]*forewarn.VMRecord{"vm-a": vmRecord(1)}})
+	for name, vms := range map[string]map[string]*forewarn.VMRecord{
+		"nil record": {"vm-a": vmRecord(2), "vm-b": vmRecord(2), "vm-c": nil},
+		"empty name": {"vm-a": vmRecord(2), "vm-b": vmRecord(2), "": vmRecord(2)},
+	} {
+		_, err := s.Commit(t.Context(), &forewarn.Change{
+			Revision:     1,
+			Events:       []*forewarn.Event{fullEvent(1)},
+			Incarnations: map[string]int64{"vm-a": 1},
+			VMs:          vms,
+		})
+		if forewarn.ErrorCode(err) != forewarn.EINVALID {
+			t.Errorf("%s: Commit err = %v (code %q), want code %q", name, err, forewarn.ErrorCode(err), forewarn.EINVALID)
+		}
+	}
+	st := load(t, s)
+	wantState(t, st, 1, map[string]int64{})
+	wantVMs(t, st, map[string]*forewarn.VMRecord{"vm-a": vmRecord(1)})
+}
+
+func testVMsLoadReturnsCopies(t *testing.T, s forewarn.Store) {
+	commit(t, s, &forewarn.Change{VMs: map[string]*forewarn.VMRecord{"vm-a": vmRecord(1)}})
+
+	st := load(t, s)
+	r := st.VMs["vm-a"]
+	if r == nil {
+		t.Fatalf("Load returned VMs %v, want vm-a", st.VMs)
+	}
+	r.LastSeen = time.Time{}
+	st.VMs["vm-b"] = vmRecord(2)
+	delete(st.VMs, "vm-a")
+
+	wantVMs(t, load(t, s), map[string]*forewarn.VMRecord{"vm-a": vmRecord(1)})
+}
+
+func testVMsCommitCopies(t *testing.T, s forewarn.Store) {
+	in := vmRecord(1)
+	vms := map[string]*forewarn.VMRecord{"vm-a": in}
+	commit(t, s, &forewarn.Change{VMs: vms})
+
+	in.LastSeen = in.LastSeen.Add(time.Hour)
+	vms["vm-b"] = vmRecord(2)
+
+	wantVMs(t, load(t, s), map[string]*forewarn.VMRecord{"vm-a": vmRecord(1)})
 }
 
 func testWatchReceives(t *testing.T, s forewarn.Store) {
@@ -488,6 +631,8 @@ func fullEvent(n int) *forewarn.Event {
 		Duration:    300,
 		Source:      forewarn.User,
 		Description: fmt.Sprintf("Host OS update #%d", n),
+		Wave:        fmt.Sprintf("wave-%d", n),
+		Notice:      20*time.Minute + 750*time.Millisecond,
 		Lasts:       5*time.Minute + 250*time.Millisecond,
 		Created:     time.Date(2026, 3, 1, 9, 0, 0, 123456789, time.UTC),
 		WarnedAt:    time.Date(2026, 3, 1, 10, 9, 1, 987654321, cet),
@@ -514,6 +659,13 @@ func scheduledEvent(n int, now time.Time) *forewarn.Event {
 		Lasts:     forewarn.Freeze.DefaultLasts(),
 		Created:   now,
 	}
+}
+
+// vmRecord returns the n-th test VM record, last seen at a time in a
+// zone other than UTC, with nanoseconds.
+func vmRecord(n int) *forewarn.VMRecord {
+	cet := time.FixedZone("CET", 3600)
+	return &forewarn.VMRecord{LastSeen: time.Date(2026, 3, 1, 10, n, 3, 123456789, cet)}
 }
 
 func load(t *testing.T, s forewarn.Store) *forewarn.State {
@@ -580,6 +732,51 @@ func wantState(t *testing.T, st *forewarn.State, rev int64, incs map[string]int6
 	}
 }
 
+// wantVMs checks that st holds exactly the VM records want, a non-nil map
+// even when want is empty.
+func wantVMs(t *testing.T, st *forewarn.State, want map[string]*forewarn.VMRecord) {
+	t.Helper()
+	if st.VMs == nil {
+		t.Errorf("VMs is nil, want %v", want)
+		return
+	}
+	for _, vm := range slices.Sorted(maps.Keys(want)) {
+		g, ok := st.VMs[vm]
+		switch {
+		case !ok:
+			t.Errorf("VMs lacks %s, want %+v", vm, *want[vm])
+		case g == nil:
+			t.Errorf("VMs[%s] is nil, want %+v", vm, *want[vm])
+		default:
+			if d := vmDiff(want[vm], g); d != "" {
+				t.Errorf("VM record %s differs:\n%s", vm, d)
+			}
+		}
+	}
+	for _, vm := range slices.Sorted(maps.Keys(st.VMs)) {
+		if _, ok := want[vm]; !ok {
+			t.Errorf("VMs holds %s (%+v), want none", vm, st.VMs[vm])
+		}
+	}
+}
+
+// vmDiff compares every field of two VM records, times by Equal, and
+// reports any time that is not in UTC or kept a monotonic clock reading.
+// It returns "" when they match.
+func vmDiff(want, got *forewarn.VMRecord) string {
+	var b strings.Builder
+	if !got.LastSeen.Equal(want.LastSeen) {
+		fmt.Fprintf(&b, "\tLastSeen: got %v, want %v\n", got.LastSeen, want.LastSeen)
+	}
+	if got.LastSeen != got.LastSeen.Round(0) {
+		fmt.Fprintf(&b, "\tLastSeen: got %v, which keeps a monotonic clock reading\n", got.LastSeen)
+	}
+	if got.LastSeen.Location() != time.UTC {
+		fmt.Fprintf(&b, "\tLastSeen: got %v, want it in UTC\n", got.LastSeen)
+	}
+	return b.String()
+}
+
 // eventDiff compares every field of two events, times by Equal, and
 // reports any time that kept a monotonic clock reading. It returns ""
 // when they match.
@@ -617,6 +814,12 @@ func eventDiff(want, got *forewarn.Event) string {
 	}
 	if got.Description != want.Description {
 		field("Description", want.Description, got.Description)
+	}
+	if got.Wave != want.Wave {
+		field("Wave", want.Wave, got.Wave)
+	}
+	if got.Notice != want.Notice {
+		field("Notice", want.Notice, got.Notice)
 	}
 	if got.Lasts != want.Lasts {
 		field("Lasts", want.Lasts, got.Lasts)

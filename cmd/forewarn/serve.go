@@ -30,6 +30,11 @@ type ServeConfig struct {
 	DataDir          string
 	FleetFile        string
 	AllowShortNotice bool
+	// DisableAfter disables a VM's scheduled events after this long
+	// without a request.
+	DisableAfter time.Duration
+	// FirstCallDelay holds the answer to a VM's enabling first call.
+	FirstCallDelay time.Duration
 	// ShutdownTimeout bounds how long in-flight requests may take to finish.
 	ShutdownTimeout time.Duration
 }
@@ -40,6 +45,7 @@ func defaultServeConfig() ServeConfig {
 		MetadataAddr:    "127.0.0.1:8169",
 		AdminAddr:       "127.0.0.1:8170",
 		DataDir:         "forewarn-data",
+		DisableAfter:    24 * time.Hour,
 		ShutdownTimeout: 10 * time.Second,
 	}
 }
@@ -53,6 +59,12 @@ func (c *ServeConfig) Validate() error {
 		if _, _, err := net.SplitHostPort(a.addr); err != nil {
 			return fmt.Errorf("%s %q: %v", a.flag, a.addr, err)
 		}
+	}
+	if c.DisableAfter <= 0 {
+		return fmt.Errorf("--disable-after %s must be positive", c.DisableAfter)
+	}
+	if c.FirstCallDelay < 0 {
+		return fmt.Errorf("--first-call-delay %s must not be negative", c.FirstCallDelay)
 	}
 	if !loopback(c.AdminAddr) {
 		return fmt.Errorf("--admin-addr %s is not a loopback address; the operator API has no token authentication yet, so it listens on loopback only", c.AdminAddr)
@@ -82,6 +94,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.StringVar(&cfg.DataDir, "data", cfg.DataDir, "directory of the embedded store, created if missing")
 	fs.StringVar(&cfg.FleetFile, "fleet", "", "fleet file (YAML); without it, one Azure VM named after the host answers every caller")
 	fs.BoolVar(&cfg.AllowShortNotice, "allow-short-notice", false, "accept notices below the per-type minimums (testing and development)")
+	fs.DurationVar(&cfg.DisableAfter, "disable-after", cfg.DisableAfter, "disable a VM's scheduled events after this long without a request")
+	fs.DurationVar(&cfg.FirstCallDelay, "first-call-delay", 0, "delay the answer to the call that enables a VM's scheduled events (the real service takes up to 2m)")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "how long in-flight requests may take to finish on shutdown")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -117,7 +131,8 @@ func Serve(ctx context.Context, cfg ServeConfig, log *slog.Logger, out io.Writer
 	}
 	defer store.Close()
 
-	eng, err := engine.New(ctx, engine.Config{Store: store, Fleet: fleet, Logger: log, AllowShortNotice: cfg.AllowShortNotice})
+	eng, err := engine.New(ctx, engine.Config{Store: store, Fleet: fleet, Logger: log,
+		AllowShortNotice: cfg.AllowShortNotice, DisableAfter: cfg.DisableAfter})
 	if err != nil {
 		return fmt.Errorf("start engine: %w", err)
 	}
@@ -132,8 +147,10 @@ func Serve(ctx context.Context, cfg ServeConfig, log *slog.Logger, out io.Writer
 		mdLn.Close()
 		return fmt.Errorf("operator API: %w", err)
 	}
+	az := azure.NewServer(eng, log)
+	az.FirstCallDelay = cfg.FirstCallDelay
 	servers := []*http.Server{
-		{Handler: metadataHandler(azure.NewServer(eng, log), gce.NewServer(eng, log)), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute},
+		{Handler: metadataHandler(az, gce.NewServer(eng, log)), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute},
 		{Handler: admin.NewServer(eng, log), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute},
 	}
 	errc := make(chan error, 2)

@@ -1,0 +1,426 @@
+package engine
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/forewarn/forewarn"
+)
+
+// savePeriod is how stale the stored LastSeen of a VM may get before a
+// request writes it again.
+const savePeriod = time.Hour
+
+// scaleSetOf returns the scale set of ev's first Resource, or "".
+func (e *Engine) scaleSetOf(ev *forewarn.Event) string {
+	if len(ev.Resources) == 0 {
+		return ""
+	}
+	if vm := e.fleet.VM(ev.Resources[0]); vm != nil {
+		return vm.ScaleSet
+	}
+	return ""
+}
+
+// gated reports whether ev is a scale set Terminate, which starts only
+// together with the scale set's other pending Terminates.
+func (e *Engine) gated(ev *forewarn.Event) bool {
+	return ev.Type == forewarn.Terminate && e.scaleSetOf(ev) != ""
+}
+
+// deletes reports whether ev has removed vm from the fleet: a completed
+// Preempt or Terminate of it. A Compute Engine VM is stopped rather than
+// deleted.
+func deletes(vm *forewarn.VM, ev *forewarn.Event) bool {
+	return ev.Status == forewarn.Completed && (ev.Type == forewarn.Preempt || ev.Type == forewarn.Terminate) && ev.Affects(vm.Name)
+}
+
+// deleted reports whether the Azure VM named name is gone. e.mu must be
+// held.
+func (e *Engine) deleted(name string) bool {
+	v := e.View(name)
+	return v != nil && v.Deleted
+}
+
+// settle applies the rules one change sets off in other events, and
+// returns changed with every event they touch. e.mu must be held.
+//
+//   - A VM deleted by a completed Preempt or Terminate leaves the
+//     Resources of every other event; an event left with none is
+//     canceled.
+//   - The Scheduled Terminates of one scale set start together, once every
+//     one of them is approved or past its NotBefore.
+//   - When a wave's event ends, the wave's next update domain is
+//     scheduled.
+func (e *Engine) settle(now time.Time, changed []*forewarn.Event) []*forewarn.Event {
+	ws := make(map[string]*forewarn.Event, len(changed))
+	order := make([]string, 0, len(changed))
+	put := func(c *forewarn.Event) {
+		if _, ok := ws[c.ID]; !ok {
+			order = append(order, c.ID)
+		}
+		ws[c.ID] = c
+	}
+	get := func(id string) *forewarn.Event {
+		if c, ok := ws[id]; ok {
+			return c
+		}
+		return e.events[id]
+	}
+	for _, c := range changed {
+		put(c)
+	}
+	for done := 0; done < len(order); done++ {
+		c := ws[order[done]]
+		old := e.events[c.ID]
+		ended := !c.Status.Active() && c.Status != forewarn.Pending && (old == nil || old.Status.Active() || old.Status == forewarn.Pending)
+
+		// Deletions.
+		if c.Status == forewarn.Completed && (c.Type == forewarn.Preempt || c.Type == forewarn.Terminate) && (old == nil || old.Status != forewarn.Completed) {
+			for _, name := range c.Resources {
+				if vm := e.fleet.VM(name); vm == nil || vm.Provider != forewarn.Azure {
+					continue
+				}
+				for id := range e.events {
+					o := get(id)
+					if o.ID == c.ID || !(o.Status.Active() || o.Status == forewarn.Pending) || !o.Affects(name) {
+						continue
+					}
+					o = o.Clone()
+					o.Resources = slices.DeleteFunc(o.Resources, func(r string) bool { return r == name })
+					if len(o.Resources) == 0 {
+						o.Resources = []string{name} // keep the record readable
+						o.Status, o.EndedAt = forewarn.Canceled, now.Round(0)
+					}
+					put(o)
+				}
+			}
+		}
+
+		// The scale set rule, re-evaluated whenever one of its Terminates
+		// changes (approved, timed out, ended).
+		if ss := e.scaleSetOf(c); c.Type == forewarn.Terminate && ss != "" {
+			var pending []*forewarn.Event
+			ready := true
+			for id := range e.events {
+				if o := get(id); o.Type == forewarn.Terminate && o.Status == forewarn.Scheduled && e.scaleSetOf(o) == ss {
+					pending = append(pending, o)
+					ready = ready && (o.Approved() || !now.Before(o.NotBefore))
+				}
+			}
+			if c.Status == forewarn.Scheduled && get(c.ID) == c && !slices.ContainsFunc(pending, func(o *forewarn.Event) bool { return o.ID == c.ID }) {
+				pending = append(pending, c) // a new event, not in e.events yet
+				ready = ready && (c.Approved() || !now.Before(c.NotBefore))
+			}
+			if ready {
+				for _, o := range pending {
+					o = o.Clone()
+					o.Status, o.StartedAt, o.NotBefore = forewarn.Started, now.Round(0), time.Time{}
+					put(o)
+				}
+			}
+		}
+
+		// Waves.
+		if c.Wave != "" && ended {
+			busy := false
+			var next *forewarn.Event
+			for id := range e.events {
+				o := get(id)
+				if o.Wave != c.Wave {
+					continue
+				}
+				busy = busy || o.Status.Active()
+				if o.Status == forewarn.Pending && (next == nil || e.domainOf(o) < e.domainOf(next)) {
+					next = o
+				}
+			}
+			if !busy && next != nil {
+				n := next.Clone()
+				n.Status, n.NotBefore = forewarn.Scheduled, ceilSecond(now.Add(n.Notice))
+				if e.unheard(n, now) {
+					n.Status, n.StartedAt, n.NotBefore = forewarn.Started, now.Round(0), time.Time{}
+				}
+				put(n)
+			}
+		}
+	}
+	out := make([]*forewarn.Event, len(order))
+	for i, id := range order {
+		out[i] = ws[id]
+	}
+	return out
+}
+
+// domainOf returns the update domain of ev's Resources.
+func (e *Engine) domainOf(ev *forewarn.Event) int {
+	if vm := e.fleet.VM(ev.Resources[0]); vm != nil {
+		return vm.UpdateDomain
+	}
+	return 0
+}
+
+// NoteRequest records that the VM named name called its metadata API now
+// and reports whether this call enabled its scheduled events (its first
+// call, or its first after DisableAfter of silence). It is safe to call
+// on every request: the store is written at most once an hour per VM, in
+// the background.
+func (e *Engine) NoteRequest(name string) (enabled bool) {
+	seen := e.seen[name]
+	if seen == nil {
+		return false
+	}
+	now := time.Now().UnixNano()
+	prev := seen.Swap(now)
+	enabled = prev == 0 || time.Duration(now-prev) >= e.disableAfter
+	if enabled || time.Duration(now-e.saved[name].Load()) >= savePeriod {
+		select {
+		case e.persist <- name:
+		default: // a later request tries again
+		}
+	}
+	return enabled
+}
+
+// enabled reports whether the VM named name has scheduled events enabled
+// at now.
+func (e *Engine) enabled(name string, now time.Time) bool {
+	ns := e.seen[name].Load()
+	return ns != 0 && now.Sub(time.Unix(0, ns)) < e.disableAfter
+}
+
+// unheard reports whether ev is a Platform event on Azure VMs none of
+// which has scheduled events enabled: nobody listens, so it skips its
+// notice.
+func (e *Engine) unheard(ev *forewarn.Event, now time.Time) bool {
+	if ev.Source != forewarn.Platform {
+		return false
+	}
+	for _, name := range ev.Resources {
+		vm := e.fleet.VM(name)
+		if vm == nil || vm.Provider != forewarn.Azure || e.enabled(name, now) {
+			return false
+		}
+	}
+	return true
+}
+
+// persistLoop writes the LastSeen of VMs that NoteRequest hands it, until
+// Close.
+func (e *Engine) persistLoop() {
+	defer close(e.stopped)
+	for {
+		select {
+		case <-e.stop:
+			return
+		case name := <-e.persist:
+			e.saveSeen(name)
+		}
+	}
+}
+
+// saveSeen writes the LastSeen of the VM named name if the stored one is
+// stale.
+func (e *Engine) saveSeen(name string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	ns := e.seen[name].Load()
+	if e.closed || ns == 0 || ns-e.saved[name].Load() < int64(savePeriod) && e.saved[name].Load() != 0 {
+		return
+	}
+	rec := map[string]*forewarn.VMRecord{name: {LastSeen: time.Unix(0, ns).UTC()}}
+	if err := e.commit(context.Background(), time.Now(), nil, rec); err != nil {
+		e.log.Error("save last request time", "vm", name, "err", err)
+		return
+	}
+	e.saved[name].Store(ns)
+}
+
+// WaveSpec describes a platform maintenance wave.
+type WaveSpec struct {
+	// Scope names an availability set, cloud service or scale set.
+	Scope string
+	// Type is Freeze, Reboot or Redeploy.
+	Type forewarn.EventType
+	// Notice is each domain's notice; 0 means the type's minimum.
+	Notice time.Duration
+	// Lasts is each domain's impact; 0 means the type's default.
+	Lasts time.Duration
+}
+
+// Wave is a maintenance wave and its progress.
+type Wave struct {
+	ID    string             `json:"id"`
+	Scope string             `json:"scope"`
+	Type  forewarn.EventType `json:"type"`
+	// Status is "running" until every domain's event has ended, then "done".
+	Status  string       `json:"status"`
+	Created time.Time    `json:"created"`
+	Domains []WaveDomain `json:"domains"`
+}
+
+// WaveDomain is one update domain's step of a wave.
+type WaveDomain struct {
+	UpdateDomain int             `json:"updateDomain"`
+	Event        string          `json:"event"`
+	Status       forewarn.Status `json:"status"`
+	VMs          []string        `json:"vms"`
+}
+
+// StartWave raises a platform maintenance wave over a scope: one event
+// per update domain, in ascending order, each raised only once the
+// previous one has completed.
+// Errors: ENOTFOUND for an unknown scope, EINVALID for a bad type,
+// notice or an ambiguous scope.
+func (e *Engine) StartWave(ctx context.Context, s WaveSpec) (*Wave, error) {
+	switch s.Type {
+	case forewarn.Freeze, forewarn.Reboot, forewarn.Redeploy:
+	default:
+		return nil, forewarn.Errorf(forewarn.EINVALID, "a maintenance wave is Freeze, Reboot or Redeploy, not %q", s.Type)
+	}
+	_, vms, err := e.fleet.Scope(s.Scope)
+	if err != nil {
+		return nil, err
+	}
+	notice := cmp.Or(s.Notice, s.Type.MinNotice())
+	if err := e.checkNotice(s.Type, notice, false); err != nil {
+		return nil, err
+	}
+	if s.Notice < 0 || s.Lasts < 0 {
+		return nil, forewarn.Errorf(forewarn.EINVALID, "notice and lasts must not be negative")
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil, errClosed
+	}
+	domains := map[int][]string{}
+	for _, vm := range vms {
+		if vm.Provider == forewarn.Azure && !e.deleted(vm.Name) {
+			domains[vm.UpdateDomain] = append(domains[vm.UpdateDomain], vm.Name)
+		}
+	}
+	if len(domains) == 0 {
+		return nil, forewarn.Errorf(forewarn.EINVALID, "scope %q has no Azure VMs left", s.Scope)
+	}
+	now := time.Now()
+	wave := newID()
+	var evs []*forewarn.Event
+	for i, ud := range slices.Sorted(maps.Keys(domains)) {
+		ev := &forewarn.Event{
+			ID: newID(), Type: s.Type, Status: forewarn.Pending, Resources: domains[ud],
+			Duration: -1, Source: forewarn.Platform, Wave: wave, Notice: notice,
+			Description: fmt.Sprintf("Platform maintenance of %s, update domain %d", s.Scope, ud),
+			Lasts:       cmp.Or(s.Lasts, s.Type.DefaultLasts()), Created: now.Round(0).Add(time.Duration(i)),
+		}
+		if i == 0 {
+			ev.Status, ev.NotBefore = forewarn.Scheduled, ceilSecond(now.Add(notice))
+			if e.unheard(ev, now) {
+				ev.Status, ev.StartedAt, ev.NotBefore = forewarn.Started, now.Round(0), time.Time{}
+			}
+		}
+		evs = append(evs, ev)
+	}
+	if err := e.commit(ctx, now, evs, nil); err != nil {
+		return nil, err
+	}
+	e.log.Info("maintenance wave started", "wave", wave, "scope", s.Scope, "type", s.Type, "domains", len(evs))
+	return e.wave(wave), nil
+}
+
+// Waves returns every maintenance wave, oldest first.
+func (e *Engine) Waves() []*Wave {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	ids := map[string]time.Time{}
+	for _, ev := range e.events {
+		if ev.Wave != "" {
+			if t, ok := ids[ev.Wave]; !ok || ev.Created.Before(t) {
+				ids[ev.Wave] = ev.Created
+			}
+		}
+	}
+	var out []*Wave
+	for id := range ids {
+		out = append(out, e.wave(id))
+	}
+	slices.SortFunc(out, func(a, b *Wave) int { return cmp.Or(a.Created.Compare(b.Created), cmp.Compare(a.ID, b.ID)) })
+	return out
+}
+
+// wave assembles the wave id from its events. e.mu must be held.
+func (e *Engine) wave(id string) *Wave {
+	w := &Wave{ID: id, Status: "done"}
+	var evs []*forewarn.Event
+	for _, ev := range e.events {
+		if ev.Wave == id {
+			evs = append(evs, ev)
+		}
+	}
+	slices.SortFunc(evs, func(a, b *forewarn.Event) int { return cmp.Compare(e.domainOf(a), e.domainOf(b)) })
+	for i, ev := range evs {
+		if i == 0 {
+			w.Type, w.Created = ev.Type, ev.Created
+			if vm := e.fleet.VM(ev.Resources[0]); vm != nil {
+				w.Scope = cmp.Or(vm.AvailabilitySet, vm.CloudService, vm.ScaleSet)
+			}
+		}
+		if ev.Status.Active() || ev.Status == forewarn.Pending {
+			w.Status = "running"
+		}
+		w.Domains = append(w.Domains, WaveDomain{UpdateDomain: e.domainOf(ev), Event: ev.ID, Status: ev.Status, VMs: slices.Clone(ev.Resources)})
+	}
+	return w
+}
+
+// Delete deletes a scale set VM the way a scale-in does: a User Terminate
+// with the scale set's notBeforeTimeout as notice; the VM is gone when it
+// completes. A Spot VM gets no Terminate and is deleted at once.
+// Errors: ENOTFOUND, EINVALID for a VM outside a scale set, ECONFLICT for
+// one already deleted or being deleted.
+func (e *Engine) Delete(ctx context.Context, name string) (*forewarn.Event, error) {
+	vm := e.fleet.VM(name)
+	switch {
+	case vm == nil:
+		return nil, forewarn.Errorf(forewarn.ENOTFOUND, "unknown VM %q", name)
+	case vm.ScaleSet == "":
+		return nil, forewarn.Errorf(forewarn.EINVALID, "VM %q is not in a scale set; vm delete raises a scale set Terminate", name)
+	}
+	e.mu.Lock()
+	if e.deleted(name) || slices.ContainsFunc(e.View(name).Events, func(ev *forewarn.Event) bool {
+		return ev.Type == forewarn.Terminate && ev.Affects(name)
+	}) {
+		e.mu.Unlock()
+		return nil, forewarn.Errorf(forewarn.ECONFLICT, "VM %q is already deleted or being deleted", name)
+	}
+	if vm.Spot {
+		defer e.mu.Unlock()
+		now := time.Now().Round(0)
+		ev := &forewarn.Event{ID: newID(), Type: forewarn.Terminate, Status: forewarn.Completed, Resources: []string{name},
+			Duration: -1, Source: forewarn.User, Description: "Spot VM deleted without a Terminate notice",
+			Created: now, StartedAt: now, EndedAt: now}
+		if err := e.commit(ctx, now, []*forewarn.Event{ev}, nil); err != nil {
+			return nil, err
+		}
+		return ev.Clone(), nil
+	}
+	e.mu.Unlock()
+	return e.Create(ctx, Spec{Type: forewarn.Terminate, VMs: []string{name}, Source: forewarn.User,
+		Notice: e.fleet.TerminateTimeout(vm.ScaleSet)})
+}
+
+// DefaultDegradeNotice is the notice of a predicted hardware failure.
+const DefaultDegradeNotice = 7 * 24 * time.Hour
+
+// Degrade raises the Platform Redeploy of a predicted hardware failure,
+// with 7 days of notice unless notice says otherwise.
+// Errors: as Create.
+func (e *Engine) Degrade(ctx context.Context, name string, notice time.Duration) (*forewarn.Event, error) {
+	return e.Create(ctx, Spec{Type: forewarn.Redeploy, VMs: []string{name}, Source: forewarn.Platform,
+		Notice:      cmp.Or(notice, DefaultDegradeNotice),
+		Description: "Host hardware is predicted to fail; the VM will be redeployed to healthy hardware"})
+}
