@@ -23,14 +23,26 @@ import (
 
 var idPattern = regexp.MustCompile(`^[0-9A-F]{8}-[0-9A-F]{4}-4[0-9A-F]{3}-[89AB][0-9A-F]{3}-[0-9A-F]{12}$`)
 
+// testFleet has an availability set of two update domains, a standalone
+// VM, a GCE VM, a scale set of two VMs, a scale set of one Spot VM, and a
+// name ("dup") used by both an availability set and a cloud service.
 func testFleet() *forewarn.Fleet {
 	return &forewarn.Fleet{VMs: []*forewarn.VM{
 		{Name: "web_0", Provider: forewarn.Azure, AvailabilitySet: "web", UpdateDomain: 0},
 		{Name: "web_1", Provider: forewarn.Azure, AvailabilitySet: "web", UpdateDomain: 1},
 		{Name: "db_0", Provider: forewarn.Azure},
 		{Name: "gce_0", Provider: forewarn.GCE},
+		{Name: "ss_0", Provider: forewarn.Azure, ScaleSet: "ss", InstanceID: "0"},
+		{Name: "ss_1", Provider: forewarn.Azure, ScaleSet: "ss", InstanceID: "1"},
+		{Name: "spot_0", Provider: forewarn.Azure, ScaleSet: "spot", InstanceID: "0", Spot: true},
+		{Name: "dup_0", Provider: forewarn.Azure, AvailabilitySet: "dup"},
+		{Name: "dup_1", Provider: forewarn.Azure, CloudService: "dup"},
 	}}
 }
+
+// silent names the VMs that never call their metadata API in the tests,
+// so their scheduled events stay disabled.
+var silent = []string{"gce_0", "spot_0"}
 
 type harness struct {
 	eng    *engine.Engine
@@ -51,6 +63,13 @@ func newHarness(t *testing.T, store forewarn.Store) *harness {
 		t.Fatalf("engine.New: %v", err)
 	}
 	t.Cleanup(func() { eng.Close() })
+	// Every other VM has called once, enabling its scheduled events, so
+	// Platform events keep their notice.
+	for _, vm := range eng.Fleet().VMs {
+		if !slices.Contains(silent, vm.Name) {
+			eng.NoteRequest(vm.Name)
+		}
+	}
 	logs := new(bytes.Buffer)
 	srv := httptest.NewServer(admin.NewServer(eng, slog.New(slog.NewTextHandler(logs, nil))))
 	t.Cleanup(srv.Close)
@@ -257,6 +276,7 @@ func TestLifecycle(t *testing.T) {
 }
 
 func TestVMs(t *testing.T) {
+	before := time.Now()
 	h := newHarness(t, nil)
 	ctx := t.Context()
 
@@ -289,25 +309,51 @@ func TestVMs(t *testing.T) {
 	}
 	sameJSON(t, vms, h.eng.VMs())
 	want := []struct {
-		name   string
-		set    string
-		ud     int
-		inc    int64
-		events []string
+		name    string
+		set     string
+		ud      int
+		inc     int64
+		enabled bool
+		events  []string
 	}{
-		{"web_0", "web", 0, 2, []string{restart.ID}},
-		{"web_1", "web", 1, 2, []string{restart.ID}}, // same availability set
-		{"db_0", "", 0, 2, []string{redeploy.ID}},
-		{"gce_0", "", 0, 1, []string{}},
+		{"web_0", "web", 0, 2, true, []string{restart.ID}},
+		{"web_1", "web", 1, 2, true, []string{restart.ID}}, // same availability set
+		{"db_0", "", 0, 2, true, []string{redeploy.ID}},
+		{"gce_0", "", 0, 1, false, []string{}},
+		{"ss_0", "", 0, 1, true, []string{}},
+		{"ss_1", "", 0, 1, true, []string{}},
+		{"spot_0", "", 0, 1, false, []string{}},
+		{"dup_0", "dup", 0, 1, true, []string{}},
+		{"dup_1", "", 0, 1, true, []string{}},
 	}
 	if len(vms) != len(want) {
 		t.Fatalf("VMs returned %d VMs, want %d", len(vms), len(want))
 	}
 	for i, w := range want {
 		v := vms[i]
-		if v.Name != w.name || v.AvailabilitySet != w.set || v.UpdateDomain != w.ud || v.Incarnation != w.inc || !slices.Equal(v.Events, w.events) {
-			t.Errorf("VM %d = %+v, want %+v", i, v, w)
+		if v.Name != w.name || v.AvailabilitySet != w.set || v.UpdateDomain != w.ud || v.Incarnation != w.inc ||
+			v.State != "running" || v.Enabled != w.enabled || v.LastSeen.IsZero() == w.enabled || !slices.Equal(v.Events, w.events) {
+			t.Errorf("VM %d = %+v, want %+v, running, last seen when enabled", i, v, w)
 		}
+	}
+	if v := vms[4]; v.ScaleSet != "ss" || v.InstanceID != "0" || v.Spot {
+		t.Errorf("ss_0 = %+v, want scale set ss, instance 0, not Spot", v)
+	}
+
+	// The exact answer, and the JSON of one VM in full.
+	status, ctype, body := h.raw(t, "GET", "/v1/vms", "")
+	engs, _ := json.Marshal(map[string]any{"vms": h.eng.VMs()})
+	if status != 200 || ctype != "application/json" || body != string(engs)+"\n" {
+		t.Errorf("GET /v1/vms: %d %s %s\nwant 200 application/json %s", status, ctype, body, engs)
+	}
+	spot := `{"name":"spot_0","provider":"azure","scaleSet":"spot","instanceId":"0","updateDomain":0,"spot":true,` +
+		`"incarnation":1,"state":"running","enabled":false,"events":[]}`
+	if !strings.Contains(body, spot) {
+		t.Errorf("GET /v1/vms does not hold %s:\n%s", spot, body)
+	}
+	lastSeen := vms[0].LastSeen
+	if lastSeen.Location() != time.UTC || lastSeen.Before(before) || lastSeen.After(time.Now()) {
+		t.Errorf("web_0 last seen %v, want a UTC time since the test began (%v)", lastSeen, before)
 	}
 
 	_, err = h.client.Restart(ctx, "nope", 0)
@@ -487,5 +533,327 @@ func TestUnreachable(t *testing.T) {
 	}
 	if msg, prefix := forewarn.ErrorMessage(err), "cannot reach the server at http://127.0.0.1:1: "; !strings.HasPrefix(msg, prefix) || !strings.Contains(msg, "refused") {
 		t.Errorf("message = %q, want %q and the refused connection", msg, prefix)
+	}
+}
+
+// ceilSecond returns t rounded up to a whole second, as the engine
+// rounds NotBefore.
+func ceilSecond(t time.Time) time.Time {
+	if s := t.Truncate(time.Second); !s.Equal(t) {
+		return s.Add(time.Second)
+	}
+	return t
+}
+
+// wantWave fails the test unless w has the given ID (when not empty),
+// scope, type and status, and domains of the given update domains,
+// statuses and VMs.
+func wantWave(t *testing.T, w *engine.Wave, id, scope string, typ forewarn.EventType, status string, domains ...engine.WaveDomain) {
+	t.Helper()
+	if (id != "" && w.ID != id) || !idPattern.MatchString(w.ID) || w.Scope != scope || w.Type != typ || w.Status != status || w.Created.IsZero() {
+		t.Errorf("wave %s: scope %q, type %s, status %s, created %v; want %s %q %s %s",
+			w.ID, w.Scope, w.Type, w.Status, w.Created, id, scope, typ, status)
+	}
+	if len(w.Domains) != len(domains) {
+		t.Fatalf("wave %s has %d domains %+v, want %d", w.ID, len(w.Domains), w.Domains, len(domains))
+	}
+	for i, d := range domains {
+		got := w.Domains[i]
+		if !idPattern.MatchString(got.Event) || got.UpdateDomain != d.UpdateDomain || got.Status != d.Status || !slices.Equal(got.VMs, d.VMs) {
+			t.Errorf("wave %s domain %d = %+v, want update domain %d, %s, VMs %v", w.ID, i, got, d.UpdateDomain, d.Status, d.VMs)
+		}
+	}
+}
+
+func TestWaves(t *testing.T) {
+	h := newHarness(t, nil)
+	ctx := t.Context()
+
+	status, ctype, body := h.raw(t, "GET", "/v1/maintenance", "")
+	if want := `{"waves":[]}` + "\n"; status != 200 || ctype != "application/json" || body != want {
+		t.Errorf("GET /v1/maintenance with no waves: %d %s %s, want 200 application/json %s", status, ctype, body, want)
+	}
+
+	// An availability set of two update domains: the first is Scheduled,
+	// the second waits.
+	web, err := h.client.StartWave(ctx, admin.WaveRequest{Scope: "web", Type: "reboot", Notice: "20m", Lasts: "3m"})
+	if err != nil {
+		t.Fatalf("StartWave: %v", err)
+	}
+	wantWave(t, web, "", "web", forewarn.Reboot, "running",
+		engine.WaveDomain{UpdateDomain: 0, Status: forewarn.Scheduled, VMs: []string{"web_0"}},
+		engine.WaveDomain{UpdateDomain: 1, Status: forewarn.Pending, VMs: []string{"web_1"}})
+	first, err := h.client.Event(ctx, web.Domains[0].Event)
+	if err != nil {
+		t.Fatalf("Event: %v", err)
+	}
+	if first.Type != forewarn.Reboot || first.Source != forewarn.Platform || first.Wave != web.ID || first.Lasts != 3*time.Minute ||
+		!first.NotBefore.Equal(ceilSecond(first.Created.Add(20*time.Minute))) || first.Description != "Platform maintenance of web, update domain 0" {
+		t.Errorf("first domain's event = %+v, want a Platform Reboot of wave %s, 20m notice, lasting 3m", first, web.ID)
+	}
+
+	// A scale set of one update domain, over the raw API: 201 and the wave.
+	status, ctype, body = h.raw(t, "POST", "/v1/maintenance", `{"scope":"ss","type":"Redeploy"}`)
+	waves := h.eng.Waves()
+	if len(waves) != 2 {
+		t.Fatalf("engine has %d waves, want 2", len(waves))
+	}
+	ss := waves[1]
+	want, _ := json.Marshal(ss)
+	if status != 201 || ctype != "application/json" || body != string(want)+"\n" {
+		t.Errorf("POST /v1/maintenance: %d %s %s\nwant 201 application/json %s", status, ctype, body, want)
+	}
+	wantWave(t, ss, "", "ss", forewarn.Redeploy, "running",
+		engine.WaveDomain{UpdateDomain: 0, Status: forewarn.Scheduled, VMs: []string{"ss_0", "ss_1"}})
+	if ev, _ := h.eng.Event(ss.Domains[0].Event); !ev.NotBefore.Equal(ceilSecond(ev.Created.Add(forewarn.Redeploy.MinNotice()))) || ev.Lasts != forewarn.Redeploy.DefaultLasts() {
+		t.Errorf("default notice and lasts: NotBefore %v after Created %v, lasts %s", ev.NotBefore, ev.Created, ev.Lasts)
+	}
+
+	// Nobody listens on spot_0: its Platform event skips its notice.
+	spot, err := h.client.StartWave(ctx, admin.WaveRequest{Scope: "spot", Type: "Freeze"})
+	if err != nil {
+		t.Fatalf("StartWave: %v", err)
+	}
+	wantWave(t, spot, "", "spot", forewarn.Freeze, "running",
+		engine.WaveDomain{UpdateDomain: 0, Status: forewarn.Started, VMs: []string{"spot_0"}})
+
+	list, err := h.client.Waves(ctx)
+	if err != nil {
+		t.Fatalf("Waves: %v", err)
+	}
+	sameJSON(t, list, h.eng.Waves())
+	if len(list) != 3 || list[0].ID != web.ID || list[1].ID != ss.ID || list[2].ID != spot.ID {
+		t.Errorf("Waves = %v, want web, ss and spot, oldest first", list)
+	}
+	status, _, body = h.raw(t, "GET", "/v1/maintenance", "")
+	all, _ := json.Marshal(map[string]any{"waves": h.eng.Waves()})
+	if status != 200 || body != string(all)+"\n" {
+		t.Errorf("GET /v1/maintenance: %d %s\nwant 200 %s", status, body, all)
+	}
+
+	// The second domain is scheduled once the first completes, and the
+	// wave is done once the second does.
+	for i, id := range []string{web.Domains[0].Event, ""} {
+		if i == 1 {
+			list, _ = h.client.Waves(ctx)
+			wantWave(t, list[0], web.ID, "web", forewarn.Reboot, "running",
+				engine.WaveDomain{UpdateDomain: 0, Status: forewarn.Completed, VMs: []string{"web_0"}},
+				engine.WaveDomain{UpdateDomain: 1, Status: forewarn.Scheduled, VMs: []string{"web_1"}})
+			id = list[0].Domains[1].Event
+		}
+		if _, err := h.client.Start(ctx, id); err != nil {
+			t.Fatalf("Start: %v", err)
+		}
+		if _, err := h.client.Complete(ctx, id); err != nil {
+			t.Fatalf("Complete: %v", err)
+		}
+	}
+	list, _ = h.client.Waves(ctx)
+	wantWave(t, list[0], web.ID, "web", forewarn.Reboot, "done",
+		engine.WaveDomain{UpdateDomain: 0, Status: forewarn.Completed, VMs: []string{"web_0"}},
+		engine.WaveDomain{UpdateDomain: 1, Status: forewarn.Completed, VMs: []string{"web_1"}})
+}
+
+func TestWaveErrors(t *testing.T) {
+	h := newHarness(t, nil)
+	tests := []struct {
+		name   string
+		body   string
+		status int
+		code   string
+		msg    string
+	}{
+		{"unknown scope", `{"scope":"nope","type":"Reboot"}`, 404, forewarn.ENOTFOUND,
+			`no availability set, cloud service or scale set is named "nope"`},
+		{"ambiguous scope", `{"scope":"dup","type":"Reboot"}`, 400, forewarn.EINVALID,
+			`scope "dup" is ambiguous: it names more than one availability set, cloud service or scale set`},
+		{"Terminate", `{"scope":"web","type":"Terminate"}`, 400, forewarn.EINVALID,
+			`a maintenance wave is Freeze, Reboot or Redeploy, not "Terminate"`},
+		{"Preempt", `{"scope":"web","type":"preempt"}`, 400, forewarn.EINVALID,
+			`a maintenance wave is Freeze, Reboot or Redeploy, not "Preempt"`},
+		{"unknown type", `{"scope":"web","type":"Boom"}`, 400, forewarn.EINVALID,
+			`unknown event type "Boom" (want one of Freeze, Reboot, Redeploy, Preempt, Terminate, MIGRATE_ON_HOST_MAINTENANCE, TERMINATE_ON_HOST_MAINTENANCE)`},
+		{"missing scope", `{"type":"Reboot"}`, 400, forewarn.EINVALID, "missing scope"},
+		{"missing type", `{"scope":"web"}`, 400, forewarn.EINVALID, "missing wave type"},
+		{"notice below minimum", `{"scope":"web","type":"Reboot","notice":"1m"}`, 400, forewarn.EINVALID,
+			"notice 1m0s is below the 15m0s minimum for Reboot (the server's --allow-short-notice lifts this)"},
+		{"negative lasts", `{"scope":"web","type":"Reboot","lasts":"-1m"}`, 400, forewarn.EINVALID,
+			"notice and lasts must not be negative"},
+		{"bad notice", `{"scope":"web","type":"Reboot","notice":"soon"}`, 400, forewarn.EINVALID,
+			`invalid notice "soon": want a duration such as 15m or 90s`},
+		{"bad lasts", `{"scope":"web","type":"Reboot","lasts":"5"}`, 400, forewarn.EINVALID,
+			`invalid lasts "5": want a duration such as 15m or 90s`},
+		{"unknown field", `{"scope":"web","type":"Reboot","domains":[0]}`, 400, forewarn.EINVALID, `unknown field "domains"`},
+		{"empty body", ``, 400, forewarn.EINVALID, "missing request body: want a JSON object"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status, ctype, body := h.raw(t, "POST", "/v1/maintenance", tt.body)
+			want, _ := json.Marshal(map[string]any{"error": map[string]string{"code": tt.code, "message": tt.msg}})
+			if status != tt.status || ctype != "application/json" || body != string(want)+"\n" {
+				t.Errorf("POST /v1/maintenance %s:\ngot  %d %s %s\nwant %d application/json %s", tt.body, status, ctype, body, tt.status, want)
+			}
+			// The client gets the same refusal for every request it can send.
+			var req admin.WaveRequest
+			dec := json.NewDecoder(strings.NewReader(tt.body))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&req); err != nil {
+				return
+			}
+			w, err := h.client.StartWave(t.Context(), req)
+			if w != nil {
+				t.Errorf("StartWave returned %+v", w)
+			}
+			wantError(t, err, tt.code, tt.msg)
+		})
+	}
+	if n := len(h.eng.Events()); n != 0 {
+		t.Errorf("refused waves created %d events", n)
+	}
+	status, _, body := h.raw(t, "DELETE", "/v1/maintenance", "")
+	if want := `{"error":{"code":"invalid","message":"method DELETE is not allowed for /v1/maintenance (allowed: GET, HEAD, POST)"}}` + "\n"; status != 405 || body != want {
+		t.Errorf("DELETE /v1/maintenance: %d %s, want 405 %s", status, body, want)
+	}
+}
+
+func TestDelete(t *testing.T) {
+	h := newHarness(t, nil)
+	ctx := t.Context()
+
+	// A scale set VM gets a User Terminate with the scale set's
+	// notBeforeTimeout (by default 5m).
+	status, ctype, body := h.raw(t, "POST", "/v1/vms/ss_0/delete", "")
+	evs := h.eng.Events()
+	if len(evs) != 1 {
+		t.Fatalf("delete created %d events, want 1", len(evs))
+	}
+	term := evs[0]
+	want, _ := json.Marshal(term)
+	if status != 201 || ctype != "application/json" || body != string(want)+"\n" {
+		t.Errorf("POST /v1/vms/ss_0/delete: %d %s %s\nwant 201 application/json %s", status, ctype, body, want)
+	}
+	if term.Type != forewarn.Terminate || term.Source != forewarn.User || term.Status != forewarn.Scheduled ||
+		!slices.Equal(term.Resources, []string{"ss_0"}) || !term.NotBefore.Equal(ceilSecond(term.Created.Add(forewarn.DefaultTerminateTimeout))) {
+		t.Errorf("delete created %+v, want a Scheduled User Terminate of ss_0 with 5m notice", term)
+	}
+
+	// A Spot VM is gone at once.
+	spot, err := h.client.Delete(ctx, "spot_0")
+	if err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	if spot.Type != forewarn.Terminate || spot.Status != forewarn.Completed || !slices.Equal(spot.Resources, []string{"spot_0"}) ||
+		spot.StartedAt.IsZero() || spot.EndedAt.IsZero() {
+		t.Errorf("Spot delete created %+v, want a Completed Terminate of spot_0", spot)
+	}
+	stored, _ := h.eng.Event(spot.ID)
+	sameJSON(t, spot, stored)
+	vms, _ := h.client.VMs(ctx)
+	for _, v := range vms {
+		if want := map[bool]string{true: "deleted", false: "running"}[v.Name == "spot_0"]; v.State != want {
+			t.Errorf("VM %s is %s, want %s", v.Name, v.State, want)
+		}
+	}
+
+	tests := []struct {
+		name   string
+		vm     string
+		status int
+		code   string
+		msg    string
+	}{
+		{"twice", "ss_0", 409, forewarn.ECONFLICT, `VM "ss_0" is already deleted or being deleted`},
+		{"Spot twice", "spot_0", 409, forewarn.ECONFLICT, `VM "spot_0" is already deleted or being deleted`},
+		{"availability set VM", "web_0", 400, forewarn.EINVALID, `VM "web_0" is not in a scale set; vm delete raises a scale set Terminate`},
+		{"standalone VM", "db_0", 400, forewarn.EINVALID, `VM "db_0" is not in a scale set; vm delete raises a scale set Terminate`},
+		{"unknown VM", "nope", 404, forewarn.ENOTFOUND, `unknown VM "nope"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status, _, body := h.raw(t, "POST", "/v1/vms/"+tt.vm+"/delete", "")
+			want, _ := json.Marshal(map[string]any{"error": map[string]string{"code": tt.code, "message": tt.msg}})
+			if status != tt.status || body != string(want)+"\n" {
+				t.Errorf("POST /v1/vms/%s/delete:\ngot  %d %s\nwant %d %s", tt.vm, status, body, tt.status, want)
+			}
+			ev, err := h.client.Delete(ctx, tt.vm)
+			if ev != nil {
+				t.Errorf("Delete returned %+v", ev)
+			}
+			wantError(t, err, tt.code, tt.msg)
+		})
+	}
+	if n := len(h.eng.Events()); n != 2 {
+		t.Errorf("refused deletes left %d events, want the 2 created", n)
+	}
+
+	// A deleted VM takes no more maintenance.
+	_, err = h.client.StartWave(ctx, admin.WaveRequest{Scope: "spot", Type: "Reboot"})
+	wantError(t, err, forewarn.EINVALID, `scope "spot" has no Azure VMs left`)
+	_, err = h.client.Degrade(ctx, "spot_0", 0)
+	wantError(t, err, forewarn.EINVALID, `VM "spot_0" has been deleted`)
+}
+
+func TestDegrade(t *testing.T) {
+	h := newHarness(t, nil)
+	ctx := t.Context()
+
+	// By default, 7 days of notice.
+	ev, err := h.client.Degrade(ctx, "db_0", 0)
+	if err != nil {
+		t.Fatalf("Degrade: %v", err)
+	}
+	if ev.Type != forewarn.Redeploy || ev.Source != forewarn.Platform || ev.Status != forewarn.Scheduled ||
+		!slices.Equal(ev.Resources, []string{"db_0"}) || ev.Description != "Host hardware is predicted to fail; the VM will be redeployed to healthy hardware" {
+		t.Errorf("degrade created %+v, want a Scheduled Platform Redeploy of db_0 for predicted hardware failure", ev)
+	}
+	if want := ceilSecond(ev.Created.Add(168 * time.Hour)); !ev.NotBefore.Equal(want) {
+		t.Errorf("NotBefore = %v, want %v: 168h after %v, rounded up to the second", ev.NotBefore, want, ev.Created)
+	}
+	stored, _ := h.eng.Event(ev.ID)
+	sameJSON(t, ev, stored)
+
+	// A notice in the body.
+	status, ctype, body := h.raw(t, "POST", "/v1/vms/web_1/degrade", `{"notice":"48h"}`)
+	evs := h.eng.Events()
+	if len(evs) != 2 {
+		t.Fatalf("%d events, want 2", len(evs))
+	}
+	got := evs[1]
+	want, _ := json.Marshal(got)
+	if status != 201 || ctype != "application/json" || body != string(want)+"\n" {
+		t.Errorf("POST /v1/vms/web_1/degrade: %d %s %s\nwant 201 application/json %s", status, ctype, body, want)
+	}
+	if !slices.Equal(got.Resources, []string{"web_1"}) || !got.NotBefore.Equal(ceilSecond(got.Created.Add(48*time.Hour))) {
+		t.Errorf("degrade with notice 48h: resources %v, NotBefore %v after Created %v", got.Resources, got.NotBefore, got.Created)
+	}
+
+	tests := []struct {
+		name, vm, body string
+		status         int
+		code, msg      string
+	}{
+		{"unknown VM", "nope", "", 404, forewarn.ENOTFOUND, `unknown VM "nope"`},
+		{"GCE VM", "gce_0", "", 400, forewarn.EINVALID, `VM "gce_0" is a gce VM; Redeploy events are not for gce VMs`},
+		{"notice below minimum", "db_0", `{"notice":"1m"}`, 400, forewarn.EINVALID,
+			"notice 1m0s is below the 10m0s minimum for Redeploy (the server's --allow-short-notice lifts this)"},
+		{"bad notice", "db_0", `{"notice":"next week"}`, 400, forewarn.EINVALID,
+			`invalid notice "next week": want a duration such as 15m or 90s`},
+		{"unknown field", "db_0", `{"notice":"48h","reason":"fan"}`, 400, forewarn.EINVALID, `unknown field "reason"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status, _, body := h.raw(t, "POST", "/v1/vms/"+tt.vm+"/degrade", tt.body)
+			want, _ := json.Marshal(map[string]any{"error": map[string]string{"code": tt.code, "message": tt.msg}})
+			if status != tt.status || body != string(want)+"\n" {
+				t.Errorf("POST /v1/vms/%s/degrade %s:\ngot  %d %s\nwant %d %s", tt.vm, tt.body, status, body, tt.status, want)
+			}
+		})
+	}
+	_, err = h.client.Degrade(ctx, "nope", 0)
+	wantError(t, err, forewarn.ENOTFOUND, `unknown VM "nope"`)
+	_, err = h.client.Degrade(ctx, "db_0", time.Minute)
+	wantError(t, err, forewarn.EINVALID, "notice 1m0s is below the 10m0s minimum for Redeploy (the server's --allow-short-notice lifts this)")
+	if n := len(h.eng.Events()); n != 2 {
+		t.Errorf("refused degrades left %d events, want the 2 created", n)
 	}
 }

@@ -86,8 +86,9 @@ func (c *Client) Cancel(ctx context.Context, id string) (*forewarn.Event, error)
 	return c.event(ctx, http.MethodPost, "/v1/events/"+url.PathEscape(id)+"/cancel")
 }
 
-// VMs returns every VM of the fleet with its incarnation and the active
-// events it sees.
+// VMs returns every VM of the fleet with its topology, state,
+// incarnation, whether its scheduled events are enabled, when it last
+// called its metadata API, and the active events it sees.
 func (c *Client) VMs(ctx context.Context) ([]engine.VMInfo, error) {
 	var resp vmsResponse
 	if err := c.do(ctx, http.MethodGet, "/v1/vms", nil, &resp); err != nil {
@@ -116,6 +117,47 @@ func (c *Client) Redeploy(ctx context.Context, name string, notice time.Duration
 // evicted, ECONFLICT for one already being preempted.
 func (c *Client) Evict(ctx context.Context, name string) (*forewarn.Event, error) {
 	return c.event(ctx, http.MethodPost, "/v1/vms/"+url.PathEscape(name)+"/evict")
+}
+
+// Delete deletes the scale set VM named name as a scale-in does: a User
+// Terminate with the scale set's notBeforeTimeout as notice, after which
+// the VM is gone. A Spot VM is deleted at once, its Terminate Completed
+// without notice.
+// Errors: ENOTFOUND for an unknown VM, EINVALID for a VM outside a scale
+// set, ECONFLICT for one already deleted or being deleted.
+func (c *Client) Delete(ctx context.Context, name string) (*forewarn.Event, error) {
+	return c.event(ctx, http.MethodPost, "/v1/vms/"+url.PathEscape(name)+"/delete")
+}
+
+// Degrade raises the Platform Redeploy of a predicted hardware failure of
+// the VM named name, with the given notice, 0 meaning 7 days.
+// Errors: ENOTFOUND for an unknown VM, EINVALID for a VM that cannot be
+// redeployed or a notice below the minimum.
+func (c *Client) Degrade(ctx context.Context, name string, notice time.Duration) (*forewarn.Event, error) {
+	return c.vmEvent(ctx, name, "degrade", notice)
+}
+
+// StartWave starts a platform maintenance wave over a scope: one event
+// per update domain, each raised once the previous one has ended. It
+// returns the wave with its first domain Scheduled (or Started, when
+// none of its VMs has scheduled events enabled) and the rest Pending.
+// Errors: ENOTFOUND for an unknown scope, EINVALID for a bad type or
+// notice, or a scope name used by more than one kind of scope.
+func (c *Client) StartWave(ctx context.Context, req WaveRequest) (*engine.Wave, error) {
+	var w engine.Wave
+	if err := c.do(ctx, http.MethodPost, "/v1/maintenance", req, &w); err != nil {
+		return nil, err
+	}
+	return &w, nil
+}
+
+// Waves returns every maintenance wave with its progress, oldest first.
+func (c *Client) Waves(ctx context.Context) ([]*engine.Wave, error) {
+	var resp wavesResponse
+	if err := c.do(ctx, http.MethodGet, "/v1/maintenance", nil, &resp); err != nil {
+		return nil, err
+	}
+	return resp.Waves, nil
 }
 
 func (c *Client) vmEvent(ctx context.Context, name, action string, notice time.Duration) (*forewarn.Event, error) {

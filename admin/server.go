@@ -1,8 +1,9 @@
 // Package admin is the operator JSON API of Forewarn, served over HTTP,
 // and the Go client the forewarn CLI uses to speak it.
 //
-// The API raises, lists and moves maintenance events and lists the fleet's
-// VMs. Every change goes through the engine; the server only translates
+// The API raises, lists and moves maintenance events, runs platform
+// maintenance waves over a scope, and lists, deletes and degrades the
+// fleet's VMs. Every change goes through the engine; the server only translates
 // between JSON and engine calls. Errors are answered as
 //
 //	{"error":{"code":"not_found","message":"no event \"X\""}}
@@ -52,8 +53,22 @@ type CreateRequest struct {
 	Started bool `json:"started,omitempty"`
 }
 
-// vmRequest is the optional body of POST /v1/vms/{name}/restart and
-// /redeploy.
+// WaveRequest is the body of POST /v1/maintenance.
+type WaveRequest struct {
+	// Scope names an availability set, cloud service or scale set.
+	Scope string `json:"scope"`
+	// Type is Freeze, Reboot or Redeploy, matched without regard to case.
+	Type string `json:"type"`
+	// Notice is a Go duration string: each update domain's notice; empty
+	// means the type's minimum.
+	Notice string `json:"notice,omitempty"`
+	// Lasts is a Go duration string: how long each update domain's event
+	// stays Started; empty means the type's default.
+	Lasts string `json:"lasts,omitempty"`
+}
+
+// vmRequest is the optional body of POST /v1/vms/{name}/restart,
+// /redeploy and /degrade.
 type vmRequest struct {
 	// Notice is a Go duration string; empty means the type's minimum.
 	Notice string `json:"notice,omitempty"`
@@ -62,6 +77,11 @@ type vmRequest struct {
 // eventsResponse is the body of GET /v1/events.
 type eventsResponse struct {
 	Events []*forewarn.Event `json:"events"`
+}
+
+// wavesResponse is the body of GET /v1/maintenance.
+type wavesResponse struct {
+	Waves []*engine.Wave `json:"waves"`
 }
 
 // vmsResponse is the body of GET /v1/vms.
@@ -109,10 +129,14 @@ func NewServer(eng *engine.Engine, log *slog.Logger) *Server {
 	s.mux.HandleFunc("POST /v1/events/{id}/start", s.handleStart)
 	s.mux.HandleFunc("POST /v1/events/{id}/complete", s.handleComplete)
 	s.mux.HandleFunc("POST /v1/events/{id}/cancel", s.handleCancel)
+	s.mux.HandleFunc("GET /v1/maintenance", s.handleListWaves)
+	s.mux.HandleFunc("POST /v1/maintenance", s.handleStartWave)
 	s.mux.HandleFunc("GET /v1/vms", s.handleListVMs)
 	s.mux.HandleFunc("POST /v1/vms/{name}/restart", s.handleRestart)
 	s.mux.HandleFunc("POST /v1/vms/{name}/redeploy", s.handleRedeploy)
 	s.mux.HandleFunc("POST /v1/vms/{name}/evict", s.handleEvict)
+	s.mux.HandleFunc("POST /v1/vms/{name}/delete", s.handleDelete)
+	s.mux.HandleFunc("POST /v1/vms/{name}/degrade", s.handleDegrade)
 	return s
 }
 
@@ -250,6 +274,56 @@ func (s *Server) act(w http.ResponseWriter, r *http.Request, err error) {
 	s.writeJSON(w, r, http.StatusOK, ev)
 }
 
+func (s *Server) handleListWaves(w http.ResponseWriter, r *http.Request) {
+	waves := s.eng.Waves()
+	if waves == nil {
+		waves = []*engine.Wave{}
+	}
+	s.writeJSON(w, r, http.StatusOK, wavesResponse{Waves: waves})
+}
+
+func (s *Server) handleStartWave(w http.ResponseWriter, r *http.Request) {
+	var req WaveRequest
+	if err := decode(w, r, &req, false); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	spec, err := req.spec()
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	wave, err := s.eng.StartWave(r.Context(), spec)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeJSON(w, r, http.StatusCreated, wave)
+}
+
+// spec checks req and converts it to an engine.WaveSpec. The engine
+// checks the rest (scope, which types a wave may have, notice minimum).
+func (req *WaveRequest) spec() (engine.WaveSpec, error) {
+	switch {
+	case req.Scope == "":
+		return engine.WaveSpec{}, forewarn.Errorf(forewarn.EINVALID, "missing scope")
+	case req.Type == "":
+		return engine.WaveSpec{}, forewarn.Errorf(forewarn.EINVALID, "missing wave type")
+	}
+	typ, err := forewarn.ParseEventType(req.Type)
+	if err != nil {
+		return engine.WaveSpec{}, err
+	}
+	spec := engine.WaveSpec{Scope: req.Scope, Type: typ}
+	if spec.Notice, err = parseDuration("notice", req.Notice); err != nil {
+		return engine.WaveSpec{}, err
+	}
+	if spec.Lasts, err = parseDuration("lasts", req.Lasts); err != nil {
+		return engine.WaveSpec{}, err
+	}
+	return spec, nil
+}
+
 func (s *Server) handleListVMs(w http.ResponseWriter, r *http.Request) {
 	s.writeJSON(w, r, http.StatusOK, vmsResponse{VMs: s.eng.VMs()})
 }
@@ -261,6 +335,37 @@ func (s *Server) handleRestart(w http.ResponseWriter, r *http.Request) {
 // handleEvict preempts a Spot or preemptible VM.
 func (s *Server) handleEvict(w http.ResponseWriter, r *http.Request) {
 	ev, err := s.eng.Evict(r.Context(), r.PathValue("name"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeJSON(w, r, http.StatusCreated, ev)
+}
+
+// handleDelete deletes a scale set VM as a scale-in does.
+func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
+	ev, err := s.eng.Delete(r.Context(), r.PathValue("name"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeJSON(w, r, http.StatusCreated, ev)
+}
+
+// handleDegrade raises the Platform Redeploy of a predicted hardware
+// failure of the VM.
+func (s *Server) handleDegrade(w http.ResponseWriter, r *http.Request) {
+	var req vmRequest
+	if err := decode(w, r, &req, true); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	notice, err := parseDuration("notice", req.Notice)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	ev, err := s.eng.Degrade(r.Context(), r.PathValue("name"), notice)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

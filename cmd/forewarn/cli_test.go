@@ -17,22 +17,40 @@ import (
 	"github.com/forewarn/forewarn/mem"
 )
 
-var printedID = regexp.MustCompile(`^[0-9A-F-]{36}\n$`)
+var (
+	printedID = regexp.MustCompile(`^[0-9A-F-]{36}\n$`)
+	timestamp = regexp.MustCompile(`\b\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\b`)
+)
 
 // cliServer runs the operator API on a mem-store engine and returns the
-// engine and the server's URL.
+// engine and the server's URL. The fleet has an availability set of two
+// update domains, a zonal standalone VM, a scale set of two VMs in one
+// placement group, a scale set of one Spot VM, a cloud service whose name
+// is also that scale set's ("spot"), and a GCE VM. Every VM but spot_0
+// and gce_0 has called its metadata API once, so its scheduled events
+// are enabled and Platform events keep their notice.
 func cliServer(t *testing.T) (*engine.Engine, string) {
 	t.Helper()
 	fleet := &forewarn.Fleet{VMs: []*forewarn.VM{
 		{Name: "web_0", IP: netip.MustParseAddr("10.0.0.4"), Provider: forewarn.Azure, AvailabilitySet: "web"},
 		{Name: "web_1", IP: netip.MustParseAddr("10.0.0.5"), Provider: forewarn.Azure, AvailabilitySet: "web", UpdateDomain: 1},
-		{Name: "db_0", Provider: forewarn.Azure},
+		{Name: "db_0", Provider: forewarn.Azure, Zone: "2"},
+		{Name: "ss_0", Provider: forewarn.Azure, ScaleSet: "ss", InstanceID: "0", PlacementGroup: "pg0"},
+		{Name: "ss_1", Provider: forewarn.Azure, ScaleSet: "ss", InstanceID: "1", PlacementGroup: "pg0"},
+		{Name: "spot_0", Provider: forewarn.Azure, ScaleSet: "spot", InstanceID: "0", Spot: true},
+		{Name: "cs_0", Provider: forewarn.Azure, CloudService: "spot"},
+		{Name: "gce_0", IP: netip.MustParseAddr("10.1.0.2"), Provider: forewarn.GCE, Zone: "us-central1-a"},
 	}}
 	eng, err := engine.New(t.Context(), engine.Config{Store: mem.New(), Fleet: fleet})
 	if err != nil {
 		t.Fatalf("engine.New: %v", err)
 	}
 	t.Cleanup(func() { eng.Close() })
+	for _, vm := range fleet.VMs {
+		if vm.Name != "spot_0" && vm.Name != "gce_0" {
+			eng.NoteRequest(vm.Name)
+		}
+	}
 	srv := httptest.NewServer(admin.NewServer(eng, nil))
 	t.Cleanup(srv.Close)
 	return eng, srv.URL
@@ -79,12 +97,12 @@ func createdID(t *testing.T, eng *engine.Engine, out string) *forewarn.Event {
 func TestEventCreate(t *testing.T) {
 	eng, url := cliServer(t)
 	// Flags in any order, the server flag last.
-	out := cliOK(t, "event", "create", "--type", "reboot", "--vm", "web_0", "--vm", "web_1", "--notice", "20m",
+	out := cliOK(t, "event", "create", "--type", "reboot", "--vm", "ss_0", "--vm", "ss_1", "--notice", "20m",
 		"--duration", "5", "--source", "user", "--description", "kernel update", "--lasts", "2m", "--server", url)
 	ev := createdID(t, eng, out)
-	if ev.Type != forewarn.Reboot || ev.Status != forewarn.Scheduled || !slices.Equal(ev.Resources, []string{"web_0", "web_1"}) ||
+	if ev.Type != forewarn.Reboot || ev.Status != forewarn.Scheduled || !slices.Equal(ev.Resources, []string{"ss_0", "ss_1"}) ||
 		ev.Duration != 5 || ev.Source != forewarn.User || ev.Description != "kernel update" || ev.Lasts != 2*time.Minute {
-		t.Errorf("created %+v, want a Scheduled User Reboot of web_0 and web_1, 5s, \"kernel update\", lasting 2m", ev)
+		t.Errorf("created %+v, want a Scheduled User Reboot of ss_0 and ss_1, 5s, \"kernel update\", lasting 2m", ev)
 	}
 	if notice := ev.NotBefore.Sub(ev.Created); notice < 20*time.Minute || notice > 20*time.Minute+time.Second {
 		t.Errorf("notice = %s, want 20m", notice)
@@ -111,12 +129,12 @@ func TestEventList(t *testing.T) {
 	if got := cliOK(t, "event", "list", "--server", url); got != "ID  TYPE  STATUS  RESOURCES  NOTBEFORE  SOURCE\n" {
 		t.Errorf("empty list:\n%s", got)
 	}
-	one := createdID(t, eng, cliOK(t, "event", "create", "--server", url, "--type", "Reboot", "--vm", "web_0", "--vm", "web_1", "--source", "User"))
+	one := createdID(t, eng, cliOK(t, "event", "create", "--server", url, "--type", "Reboot", "--vm", "ss_0", "--vm", "ss_1", "--source", "User"))
 	two := createdID(t, eng, cliOK(t, "event", "create", "--server", url, "--type", "Redeploy", "--vm", "db_0", "--started"))
 
-	want := "ID                                    TYPE      STATUS     RESOURCES    NOTBEFORE             SOURCE\n" +
-		one.ID + "  Reboot    Scheduled  web_0,web_1  " + one.NotBefore.UTC().Format("2006-01-02T15:04:05Z") + "  User\n" +
-		two.ID + "  Redeploy  Started    db_0         -                     Platform\n"
+	want := "ID                                    TYPE      STATUS     RESOURCES  NOTBEFORE             SOURCE\n" +
+		one.ID + "  Reboot    Scheduled  ss_0,ss_1  " + one.NotBefore.UTC().Format("2006-01-02T15:04:05Z") + "  User\n" +
+		two.ID + "  Redeploy  Started    db_0       -                     Platform\n"
 	if got := cliOK(t, "event", "list", "--server", url); got != want {
 		t.Errorf("table:\n%s\nwant:\n%s", got, want)
 	}
@@ -188,11 +206,29 @@ func TestVMCommands(t *testing.T) {
 		t.Errorf("redeploy notice = %s, want 40m", notice)
 	}
 
-	want := "NAME   IP        PROVIDER  STATE    AVAILABILITY SET  UPDATE DOMAIN  INCARNATION  EVENTS\n" +
-		"web_0  10.0.0.4  azure     running  web               0              2            " + restart.ID + "\n" +
-		"web_1  10.0.0.5  azure     running  web               1              2            " + restart.ID + "\n" +
-		"db_0   -         azure     running  -                 0              2            " + redeploy.ID + "\n"
-	if got := cliOK(t, "vm", "list", "--server", url); got != want {
+	// Every LAST SEEN is the engine's, to the second; the table is then
+	// compared with each shown as T.
+	table := cliOK(t, "vm", "list", "--server", url)
+	var seen []string
+	for _, vm := range eng.VMs() {
+		if !vm.LastSeen.IsZero() {
+			seen = append(seen, vm.LastSeen.UTC().Format(time.RFC3339))
+		}
+	}
+	if shown := timestamp.FindAllString(table, -1); !slices.Equal(shown, seen) {
+		t.Errorf("LAST SEEN shows %q, want the engine's %q", shown, seen)
+	}
+	const T = "2006-01-02T15:04:05Z"
+	want := "NAME    IP        PROVIDER  STATE    ENABLED  LAST SEEN             SCOPE   ZONE           UD  SPOT  INCARNATION  EVENTS\n" +
+		"web_0   10.0.0.4  azure     running  yes      " + T + "  web     -              0   -     2            " + restart.ID + "\n" +
+		"web_1   10.0.0.5  azure     running  yes      " + T + "  web     -              1   -     2            " + restart.ID + "\n" +
+		"db_0    -         azure     running  yes      " + T + "  -       2              0   -     2            " + redeploy.ID + "\n" +
+		"ss_0    -         azure     running  yes      " + T + "  ss:pg0  -              0   -     1            -\n" +
+		"ss_1    -         azure     running  yes      " + T + "  ss:pg0  -              0   -     1            -\n" +
+		"spot_0  -         azure     running  no       -                     spot    -              0   yes   1            -\n" +
+		"cs_0    -         azure     running  yes      " + T + "  spot    -              0   -     1            -\n" +
+		"gce_0   10.1.0.2  gce       running  no       -                     -       us-central1-a  -   -     1            -\n"
+	if got := timestamp.ReplaceAllString(table, T); got != want {
 		t.Errorf("table:\n%s\nwant:\n%s", got, want)
 	}
 
@@ -207,10 +243,148 @@ func TestVMCommands(t *testing.T) {
 	}
 }
 
+// ceilSecond returns t rounded up to a whole second, as the engine
+// rounds NotBefore.
+func ceilSecond(t time.Time) time.Time {
+	if s := t.Truncate(time.Second); !s.Equal(t) {
+		return s.Add(time.Second)
+	}
+	return t
+}
+
+func TestVMDeleteDegrade(t *testing.T) {
+	eng, url := cliServer(t)
+	t.Setenv(serverEnv, url)
+
+	term := createdID(t, eng, cliOK(t, "vm", "delete", "ss_0"))
+	if term.Type != forewarn.Terminate || term.Source != forewarn.User || term.Status != forewarn.Scheduled ||
+		!slices.Equal(term.Resources, []string{"ss_0"}) || !term.NotBefore.Equal(ceilSecond(term.Created.Add(forewarn.DefaultTerminateTimeout))) {
+		t.Errorf("vm delete ss_0 created %+v, want a Scheduled User Terminate with 5m notice", term)
+	}
+	spot := createdID(t, eng, cliOK(t, "vm", "delete", "spot_0"))
+	if spot.Type != forewarn.Terminate || spot.Status != forewarn.Completed || !slices.Equal(spot.Resources, []string{"spot_0"}) {
+		t.Errorf("vm delete spot_0 created %+v, want a Completed Terminate", spot)
+	}
+
+	deg := createdID(t, eng, cliOK(t, "vm", "degrade", "db_0"))
+	if deg.Type != forewarn.Redeploy || deg.Source != forewarn.Platform || deg.Status != forewarn.Scheduled || !slices.Equal(deg.Resources, []string{"db_0"}) {
+		t.Errorf("vm degrade db_0 created %+v, want a Scheduled Platform Redeploy", deg)
+	}
+	if want := ceilSecond(deg.Created.Add(168 * time.Hour)); !deg.NotBefore.Equal(want) {
+		t.Errorf("default degrade NotBefore = %v, want %v (7 days after %v, rounded up)", deg.NotBefore, want, deg.Created)
+	}
+	deg48 := createdID(t, eng, cliOK(t, "vm", "degrade", "--notice", "48h", "web_1"))
+	if want := ceilSecond(deg48.Created.Add(48 * time.Hour)); !deg48.NotBefore.Equal(want) || !slices.Equal(deg48.Resources, []string{"web_1"}) {
+		t.Errorf("vm degrade --notice 48h web_1: resources %v, NotBefore %v, want %v", deg48.Resources, deg48.NotBefore, want)
+	}
+
+	// The table shows spot_0 deleted and the Terminate on ss_0 and its
+	// placement group.
+	rows := strings.Split(cliOK(t, "vm", "list"), "\n")
+	for _, r := range []struct {
+		row   int
+		state string
+		event string
+	}{{4, "running", term.ID}, {5, "running", term.ID}, {6, "deleted", "-"}} {
+		f := strings.Fields(rows[r.row])
+		if f[3] != r.state || f[len(f)-1] != r.event {
+			t.Errorf("row %q: state %s, events %s; want %s, %s", rows[r.row], f[3], f[len(f)-1], r.state, r.event)
+		}
+	}
+
+	tests := []struct {
+		args   []string
+		code   int
+		stderr string
+	}{
+		{[]string{"vm", "delete", "ss_0"}, 1, "forewarn: VM \"ss_0\" is already deleted or being deleted\n"},
+		{[]string{"vm", "delete", "spot_0"}, 1, "forewarn: VM \"spot_0\" is already deleted or being deleted\n"},
+		{[]string{"vm", "degrade", "spot_0"}, 1, "forewarn: VM \"spot_0\" has been deleted\n"},
+	}
+	for _, tt := range tests {
+		r := runCLI(t, tt.args...)
+		if r.code != tt.code || r.stdout != "" || r.stderr != tt.stderr {
+			t.Errorf("forewarn %s: exit %d, stdout %q, stderr %q; want exit %d, stderr %q",
+				strings.Join(tt.args, " "), r.code, r.stdout, r.stderr, tt.code, tt.stderr)
+		}
+	}
+	if n := len(eng.Events()); n != 4 {
+		t.Errorf("%d events, want the 4 created", n)
+	}
+}
+
+func TestMaintenance(t *testing.T) {
+	eng, url := cliServer(t)
+	t.Setenv(serverEnv, url)
+	const header = "WAVE  SCOPE  TYPE  WAVE STATUS  UPDATE DOMAIN  EVENT  STATUS  VMS\n"
+	if got := cliOK(t, "maintenance", "list"); got != header {
+		t.Errorf("empty list:\n%s\nwant:\n%s", got, header)
+	}
+
+	out := cliOK(t, "maintenance", "start", "--scope", "web", "--type", "reboot", "--notice", "20m", "--lasts", "3m")
+	if !printedID.MatchString(out) {
+		t.Fatalf("maintenance start printed %q, want a wave ID and a newline", out)
+	}
+	ss := strings.TrimSuffix(cliOK(t, "maintenance", "start", "--type", "Freeze", "--scope", "ss"), "\n")
+	waves := eng.Waves()
+	if len(waves) != 2 || waves[0].ID+"\n" != out || waves[1].ID != ss {
+		t.Fatalf("engine waves %+v, want the two printed, %s and %s", waves, out, ss)
+	}
+	web := waves[0]
+	first, err := eng.Event(web.Domains[0].Event)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Type != forewarn.Reboot || first.Source != forewarn.Platform || first.Lasts != 3*time.Minute ||
+		!first.NotBefore.Equal(ceilSecond(first.Created.Add(20*time.Minute))) {
+		t.Errorf("the first domain's event is %+v, want a Platform Reboot with 20m notice, lasting 3m", first)
+	}
+
+	d0, d1, s0 := web.Domains[0].Event, web.Domains[1].Event, waves[1].Domains[0].Event
+	want := "WAVE                                  SCOPE  TYPE    WAVE STATUS  UPDATE DOMAIN  EVENT                                 STATUS     VMS\n" +
+		web.ID + "  web    Reboot  running      0              " + d0 + "  Scheduled  web_0\n" +
+		"                                                                  1              " + d1 + "  Pending    web_1\n" +
+		ss + "  ss     Freeze  running      0              " + s0 + "  Scheduled  ss_0,ss_1\n"
+	if got := cliOK(t, "maintenance", "list"); got != want {
+		t.Errorf("table:\n%s\nwant:\n%s", got, want)
+	}
+
+	// The next domain is scheduled once the previous one completes, and
+	// the wave is done when the last one does.
+	cliOK(t, "event", "start", d0)
+	cliOK(t, "event", "complete", d0)
+	cliOK(t, "event", "cancel", s0)
+	want = "WAVE                                  SCOPE  TYPE    WAVE STATUS  UPDATE DOMAIN  EVENT                                 STATUS     VMS\n" +
+		web.ID + "  web    Reboot  running      0              " + d0 + "  Completed  web_0\n" +
+		"                                                                  1              " + d1 + "  Scheduled  web_1\n" +
+		ss + "  ss     Freeze  done         0              " + s0 + "  Canceled   ss_0,ss_1\n"
+	if got := cliOK(t, "maintenance", "list"); got != want {
+		t.Errorf("table after the first domain:\n%s\nwant:\n%s", got, want)
+	}
+	cliOK(t, "event", "approve", d1)
+	cliOK(t, "event", "complete", d1)
+	if got := cliOK(t, "maintenance", "list"); !strings.Contains(got, web.ID+"  web    Reboot  done ") {
+		t.Errorf("after the last domain the web wave is not done:\n%s", got)
+	}
+
+	var list struct{ Waves []*engine.Wave }
+	if err := json.Unmarshal([]byte(cliOK(t, "maintenance", "list", "--json")), &list); err != nil {
+		t.Fatalf("--json output: %v", err)
+	}
+	got, _ := json.Marshal(list.Waves)
+	engs, _ := json.Marshal(eng.Waves())
+	if !bytes.Equal(got, engs) {
+		t.Errorf("--json waves:\n%s\nwant\n%s", got, engs)
+	}
+}
+
 func TestErrors(t *testing.T) {
 	eng, url := cliServer(t)
 	scheduled := createdID(t, eng, cliOK(t, "event", "create", "--server", url, "--type", "Reboot", "--vm", "web_0")).ID
-	const createUsage = "usage: forewarn event create " + eventCreateSynopsis + "\n"
+	const (
+		createUsage = "usage: forewarn event create " + eventCreateSynopsis + "\n"
+		startUsage  = "usage: forewarn maintenance start " + maintenanceStartSynopsis + "\n"
+	)
 	tests := []struct {
 		name   string
 		args   []string
@@ -229,6 +403,24 @@ func TestErrors(t *testing.T) {
 		{"restart unknown VM", []string{"vm", "restart", "nope"}, 1, "forewarn: unknown VM \"nope\"\n"},
 		{"redeploy notice below minimum", []string{"vm", "redeploy", "db_0", "--notice", "5m"}, 1,
 			"forewarn: notice 5m0s is below the 10m0s minimum for Redeploy (the server's --allow-short-notice lifts this)\n"},
+		{"two update domains", []string{"event", "create", "--type", "Reboot", "--vm", "web_0", "--vm", "web_1"}, 1,
+			"forewarn: VMs \"web_0\" (update domain 0) and \"web_1\" (update domain 1) are in different update domains; one event spans one update domain\n"},
+		{"wave unknown scope", []string{"maintenance", "start", "--scope", "nope", "--type", "Reboot"}, 1,
+			"forewarn: no availability set, cloud service or scale set is named \"nope\"\n"},
+		{"wave ambiguous scope", []string{"maintenance", "start", "--scope", "spot", "--type", "Reboot"}, 1,
+			"forewarn: scope \"spot\" is ambiguous: it names more than one availability set, cloud service or scale set\n"},
+		{"wave notice below minimum", []string{"maintenance", "start", "--scope", "web", "--type", "Freeze", "--notice", "1m"}, 1,
+			"forewarn: notice 1m0s is below the 15m0s minimum for Freeze (the server's --allow-short-notice lifts this)\n"},
+		{"delete availability set VM", []string{"vm", "delete", "web_0"}, 1,
+			"forewarn: VM \"web_0\" is not in a scale set; vm delete raises a scale set Terminate\n"},
+		{"delete standalone VM", []string{"vm", "delete", "db_0"}, 1,
+			"forewarn: VM \"db_0\" is not in a scale set; vm delete raises a scale set Terminate\n"},
+		{"delete unknown VM", []string{"vm", "delete", "nope"}, 1, "forewarn: unknown VM \"nope\"\n"},
+		{"degrade unknown VM", []string{"vm", "degrade", "nope"}, 1, "forewarn: unknown VM \"nope\"\n"},
+		{"degrade GCE VM", []string{"vm", "degrade", "gce_0"}, 1,
+			"forewarn: VM \"gce_0\" is a gce VM; Redeploy events are not for gce VMs\n"},
+		{"degrade notice below minimum", []string{"vm", "degrade", "db_0", "--notice", "2m"}, 1,
+			"forewarn: notice 2m0s is below the 10m0s minimum for Redeploy (the server's --allow-short-notice lifts this)\n"},
 
 		// Usage errors.
 		{"unknown type", []string{"event", "create", "--type", "Boom", "--vm", "web_0"}, 2,
@@ -255,6 +447,26 @@ func TestErrors(t *testing.T) {
 		{"missing VM name", []string{"vm", "restart"}, 2, "forewarn: missing VM name\nusage: forewarn vm restart NAME [--notice D]\n"},
 		{"bad vm notice", []string{"vm", "redeploy", "db_0", "--notice", "soon"}, 2,
 			"forewarn: invalid value \"soon\" for flag -notice: want a duration such as 15m or 90s\nusage: forewarn vm redeploy NAME [--notice D]\n"},
+		{"wave Terminate", []string{"maintenance", "start", "--scope", "web", "--type", "Terminate"}, 2,
+			"forewarn: a maintenance wave is Freeze, Reboot or Redeploy, not \"Terminate\"\n" + startUsage},
+		{"wave unknown type", []string{"maintenance", "start", "--scope", "web", "--type", "Boom"}, 2,
+			"forewarn: a maintenance wave is Freeze, Reboot or Redeploy, not \"Boom\"\n" + startUsage},
+		{"wave missing scope", []string{"maintenance", "start", "--type", "Reboot"}, 2, "forewarn: missing --scope\n" + startUsage},
+		{"wave missing type", []string{"maintenance", "start", "--scope", "web"}, 2, "forewarn: missing --type\n" + startUsage},
+		{"wave bad lasts", []string{"maintenance", "start", "--scope", "web", "--type", "Reboot", "--lasts", "long"}, 2,
+			"forewarn: invalid value \"long\" for flag -lasts: want a duration such as 15m or 90s\n" + startUsage},
+		{"wave argument", []string{"maintenance", "start", "web", "--type", "Reboot"}, 2,
+			"forewarn: unexpected argument \"web\"\n" + startUsage},
+		{"wave list argument", []string{"maintenance", "list", "web"}, 2,
+			"forewarn: unexpected argument \"web\"\nusage: forewarn maintenance list [--json]\n"},
+		{"delete missing name", []string{"vm", "delete"}, 2, "forewarn: missing VM name\nusage: forewarn vm delete NAME\n"},
+		{"delete two names", []string{"vm", "delete", "ss_0", "ss_1"}, 2, "forewarn: unexpected argument \"ss_1\"\nusage: forewarn vm delete NAME\n"},
+		{"degrade missing name", []string{"vm", "degrade", "--notice", "48h"}, 2,
+			"forewarn: missing VM name\nusage: forewarn vm degrade NAME [--notice D]\n"},
+		{"degrade bad notice", []string{"vm", "degrade", "db_0", "--notice", "a week"}, 2,
+			"forewarn: invalid value \"a week\" for flag -notice: want a duration such as 15m or 90s\nusage: forewarn vm degrade NAME [--notice D]\n"},
+		{"no maintenance command", []string{"maintenance"}, 2, maintenanceUsage},
+		{"unknown maintenance command", []string{"maintenance", "stop"}, 2, "forewarn: unknown maintenance command \"stop\"\n\n" + maintenanceUsage},
 		{"no event command", []string{"event"}, 2, eventUsage},
 		{"unknown event command", []string{"event", "explode"}, 2, "forewarn: unknown event command \"explode\"\n\n" + eventUsage},
 		{"no vm command", []string{"vm"}, 2, vmUsage},
@@ -273,6 +485,9 @@ func TestErrors(t *testing.T) {
 	if n := len(eng.Events()); n != 1 {
 		t.Errorf("the failed commands left %d events, want the 1 created first", n)
 	}
+	if n := len(eng.Waves()); n != 0 {
+		t.Errorf("the failed commands started %d waves", n)
+	}
 	if ev, _ := eng.Event(scheduled); ev.Status != forewarn.Scheduled {
 		t.Errorf("the refused complete moved the event to %s", ev.Status)
 	}
@@ -284,6 +499,10 @@ func TestUnreachableServer(t *testing.T) {
 		{"event", "create", "--type", "Reboot", "--vm", "web_0", "--server", "http://127.0.0.1:1"},
 		{"event", "approve", "XYZ", "--server", "http://127.0.0.1:1"},
 		{"vm", "list", "--server", "http://127.0.0.1:1"},
+		{"vm", "delete", "ss_0", "--server", "http://127.0.0.1:1"},
+		{"vm", "degrade", "db_0", "--server", "http://127.0.0.1:1"},
+		{"maintenance", "start", "--scope", "web", "--type", "Reboot", "--server", "http://127.0.0.1:1"},
+		{"maintenance", "list", "--server", "http://127.0.0.1:1"},
 	} {
 		r := runCLI(t, args...)
 		const prefix = "forewarn: cannot reach the server at http://127.0.0.1:1: "
@@ -307,6 +526,17 @@ func TestHelp(t *testing.T) {
 	}
 	if r := runCLI(t, "vm", "help"); r.code != 0 || r.stdout != vmUsage {
 		t.Errorf("vm help: exit %d, stdout %q", r.code, r.stdout)
+	}
+	if r := runCLI(t, "maintenance", "--help"); r.code != 0 || r.stdout != maintenanceUsage {
+		t.Errorf("maintenance --help: exit %d, stdout %q", r.code, r.stdout)
+	}
+	if r := runCLI(t, "help"); r.code != 0 || !strings.Contains(r.stdout, "\n  maintenance  start or list platform maintenance waves over a scope\n") {
+		t.Errorf("help: exit %d, stdout %q", r.code, r.stdout)
+	}
+	r0 := runCLI(t, "maintenance", "start", "-h")
+	if r0.code != 0 || !strings.HasPrefix(r0.stderr, "usage: forewarn maintenance start "+maintenanceStartSynopsis+"\n\nflags:\n") ||
+		!strings.Contains(r0.stderr, "  -scope name\n") || !strings.Contains(r0.stderr, "  -lasts duration\n") {
+		t.Errorf("maintenance start -h: exit %d, stderr:\n%s", r0.code, r0.stderr)
 	}
 	r := runCLI(t, "event", "create", "-h")
 	if r.code != 0 || !strings.HasPrefix(r.stderr, "usage: forewarn event create "+eventCreateSynopsis+"\n\nflags:\n") ||

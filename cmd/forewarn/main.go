@@ -3,7 +3,8 @@
 //
 //	forewarn serve [flags]            run the metadata and operator APIs
 //	forewarn event create|list|approve|start|complete|cancel ...
-//	forewarn vm list|restart|redeploy ...
+//	forewarn vm list|restart|redeploy|evict|delete|degrade ...
+//	forewarn maintenance start|list ...
 //
 // Run a subcommand with -h for its flags.
 package main
@@ -20,9 +21,10 @@ import (
 const usage = `usage: forewarn <command> [arguments]
 
 commands:
-  serve     run the metadata API and the operator API
-  event     create, list, approve, start, complete or cancel events
-  vm        list VMs, restart or redeploy a VM
+  serve        run the metadata API and the operator API
+  event        create, list, approve, start, complete or cancel events
+  vm           list VMs; restart, redeploy, evict, delete or degrade a VM
+  maintenance  start or list platform maintenance waves over a scope
 
 Run 'forewarn <command> -h' for a command's flags.
 `
@@ -47,6 +49,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runEvent(ctx, args[1:], stdout, stderr)
 	case "vm":
 		return runVM(ctx, args[1:], stdout, stderr)
+	case "maintenance":
+		return runMaintenance(ctx, args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0

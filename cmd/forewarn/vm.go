@@ -4,15 +4,19 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/forewarn/forewarn"
+	"github.com/forewarn/forewarn/engine"
 )
 
 const (
 	vmListSynopsis   = "[--json]"
 	vmActionSynopsis = "NAME [--notice D]"
+	vmNameSynopsis   = "NAME"
 )
 
 const vmUsage = `usage: forewarn vm <command> [arguments]
@@ -22,6 +26,9 @@ commands:
   restart   ` + vmActionSynopsis + `    raise a User Reboot of the VM
   redeploy  ` + vmActionSynopsis + `    raise a User Redeploy of the VM
   evict     NAME                 preempt a Spot or preemptible VM
+  delete    NAME                 delete a scale set VM, as a scale-in does
+  degrade   ` + vmActionSynopsis + `    raise the Platform Redeploy of a predicted hardware
+                                 failure (default notice 7 days)
 
 Every command takes --server URL (default $` + serverEnv + `, else ` + defaultServer + `).
 Run 'forewarn vm <command> -h' for a command's flags.
@@ -36,10 +43,10 @@ func runVM(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "list":
 		return vmList(ctx, args[1:], stdout, stderr)
-	case "restart", "redeploy":
+	case "restart", "redeploy", "degrade":
 		return vmAction(ctx, args[0], args[1:], stdout, stderr)
-	case "evict":
-		return vmEvict(ctx, args[1:], stdout, stderr)
+	case "evict", "delete":
+		return vmRemove(ctx, args[0], args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, vmUsage)
 		return 0
@@ -64,15 +71,42 @@ func vmList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return printJSON(stdout, map[string]any{"vms": vms})
 		}
 		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "NAME\tIP\tPROVIDER\tSTATE\tAVAILABILITY SET\tUPDATE DOMAIN\tINCARNATION\tEVENTS")
+		fmt.Fprintln(tw, "NAME\tIP\tPROVIDER\tSTATE\tENABLED\tLAST SEEN\tSCOPE\tZONE\tUD\tSPOT\tINCARNATION\tEVENTS")
 		for _, vm := range vms {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n",
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n",
 				vm.Name, dash(vm.IP.String(), vm.IP.IsValid()), vm.Provider, vm.State,
-				dash(vm.AvailabilitySet, vm.AvailabilitySet != ""), vm.UpdateDomain, vm.Incarnation,
-				dash(strings.Join(vm.Events, ","), len(vm.Events) > 0))
+				yesNo(vm.Enabled), dash(vm.LastSeen.UTC().Format(time.RFC3339), !vm.LastSeen.IsZero()),
+				scope(vm), dash(vm.Zone, vm.Zone != ""),
+				dash(strconv.Itoa(vm.UpdateDomain), vm.Provider == forewarn.Azure), dash("yes", vm.Spot),
+				vm.Incarnation, dash(strings.Join(vm.Events, ","), len(vm.Events) > 0))
 		}
 		return tw.Flush()
 	})
+}
+
+// scope names the group whose events vm sees besides its own: its
+// availability set, cloud service, or scale set (with the placement
+// group as "scaleSet:placementGroup"); "-" for a standalone VM.
+func scope(vm engine.VMInfo) string {
+	switch {
+	case vm.AvailabilitySet != "":
+		return vm.AvailabilitySet
+	case vm.CloudService != "":
+		return vm.CloudService
+	case vm.ScaleSet != "" && vm.PlacementGroup != "":
+		return vm.ScaleSet + ":" + vm.PlacementGroup
+	case vm.ScaleSet != "":
+		return vm.ScaleSet
+	}
+	return "-"
+}
+
+// yesNo returns "yes" when b, and "no" otherwise.
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
 }
 
 // dash returns s when ok, and "-" otherwise.
@@ -83,22 +117,28 @@ func dash(s string, ok bool) string {
 	return s
 }
 
-// vmAction raises a User Reboot (restart) or Redeploy of one VM and
-// prints the new event's ID alone, for scripts.
+// vmAction raises a User Reboot (restart) or Redeploy of one VM, or the
+// Platform Redeploy of a predicted hardware failure (degrade), and prints
+// the new event's ID alone, for scripts.
 func vmAction(ctx context.Context, action string, args []string, stdout, stderr io.Writer) int {
 	c := newCommand("vm "+action, vmActionSynopsis)
 	var notice durationFlag
-	c.fs.Var(&notice, "notice", "`duration` from now to NotBefore (default the type's minimum)")
+	def := "the type's minimum"
+	if action == "degrade" {
+		def = "7 days"
+	}
+	c.fs.Var(&notice, "notice", "`duration` from now to NotBefore (default "+def+")")
 	return c.run(args, stderr, func(pos []string) error {
 		name, err := oneArg(pos, "VM name")
 		if err != nil {
 			return err
 		}
 		cl := c.client()
-		do := cl.Restart
-		if action == "redeploy" {
-			do = cl.Redeploy
-		}
+		do := map[string]func(context.Context, string, time.Duration) (*forewarn.Event, error){
+			"restart":  cl.Restart,
+			"redeploy": cl.Redeploy,
+			"degrade":  cl.Degrade,
+		}[action]
 		var ev *forewarn.Event
 		if ev, err = do(ctx, name, notice.d); err != nil {
 			return err
@@ -108,16 +148,21 @@ func vmAction(ctx context.Context, action string, args []string, stdout, stderr 
 	})
 }
 
-// vmEvict preempts a Spot or preemptible VM and prints the Preempt
-// event's ID alone.
-func vmEvict(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := newCommand("vm evict", "NAME")
+// vmRemove preempts a Spot or preemptible VM (evict) or deletes a scale
+// set VM (delete), and prints the Preempt or Terminate event's ID alone.
+func vmRemove(ctx context.Context, action string, args []string, stdout, stderr io.Writer) int {
+	c := newCommand("vm "+action, vmNameSynopsis)
 	return c.run(args, stderr, func(pos []string) error {
 		name, err := oneArg(pos, "VM name")
 		if err != nil {
 			return err
 		}
-		ev, err := c.client().Evict(ctx, name)
+		cl := c.client()
+		do := cl.Evict
+		if action == "delete" {
+			do = cl.Delete
+		}
+		ev, err := do(ctx, name)
 		if err != nil {
 			return err
 		}
