@@ -358,3 +358,34 @@ func TestAbsoluteFormOverSocket(t *testing.T) {
 		t.Fatalf("Content-Type %q", ct)
 	}
 }
+
+// TestFirstCallDelay: the call that enables a VM's scheduled events is
+// held for FirstCallDelay; later calls are not.
+func TestFirstCallDelay(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e, err := engine.New(t.Context(), engine.Config{Store: mem.New(), Fleet: testFleet()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		s := azure.NewServer(e, nil)
+		s.FirstCallDelay = 2 * time.Minute
+		start := time.Now()
+		check(t, do(s, req{target: path + "2020-07-01"}), 200, `{"DocumentIncarnation":1,"Events":[]}`)
+		if d := time.Since(start); d != 2*time.Minute {
+			t.Fatalf("first call took %v, want 2m", d)
+		}
+		start = time.Now()
+		do(s, req{target: path + "2020-07-01"})
+		if d := time.Since(start); d != 0 {
+			t.Fatalf("second call took %v, want 0", d)
+		}
+		// 24 hours of silence disable the VM: the next call is held again.
+		time.Sleep(24 * time.Hour)
+		start = time.Now()
+		do(s, req{target: path + "2020-07-01"})
+		if d := time.Since(start); d != 2*time.Minute {
+			t.Fatalf("re-enabling call took %v, want 2m", d)
+		}
+	})
+}
