@@ -8,4 +8,7 @@ require (
 	go.yaml.in/yaml/v3 v3.0.6
 )
 
-require golang.org/x/sys v0.46.0 // indirect
+require (
+	github.com/prometheus/client_golang v1.25.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+)
