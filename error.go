@@ -17,6 +17,9 @@ const (
 	ECONFLICT = "conflict"
 	// EFORBIDDEN: the caller may not see or do this.
 	EFORBIDDEN = "forbidden"
+	// EUNAUTHORIZED: the caller did not prove who it is (a missing or
+	// wrong operator token).
+	EUNAUTHORIZED = "unauthorized"
 	// EUNAVAILABLE: the service is shutting down or its store is closed.
 	EUNAVAILABLE = "unavailable"
 	// EINTERNAL: anything else; the message is not shown to clients.

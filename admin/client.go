@@ -22,6 +22,8 @@ import (
 // server's code and message, so forewarn.ErrorCode works on them. When
 // the server cannot be reached at all, the error has code EUNAVAILABLE.
 type Client struct {
+	// Token, when set, is sent as the bearer token.
+	Token string
 	base string
 	hc   *http.Client
 }
@@ -197,6 +199,9 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 		return forewarn.Errorf(forewarn.EINVALID, "bad server URL %q: %v", c.base, err)
 	}
 	req.Header.Set("Accept", "application/json")
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}

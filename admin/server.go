@@ -112,6 +112,12 @@ type Server struct {
 	eng *engine.Engine
 	log *slog.Logger
 	mux *http.ServeMux
+	// Token, when set, is the bearer token every request but /healthz
+	// must carry. Set it before serving.
+	Token string
+	// Audit, when set, records every operator action. Set it before
+	// serving.
+	Audit *AuditLog
 }
 
 // NewServer returns a Server that acts on eng and logs internal errors to
@@ -137,12 +143,31 @@ func NewServer(eng *engine.Engine, log *slog.Logger) *Server {
 	s.mux.HandleFunc("POST /v1/vms/{name}/evict", s.handleEvict)
 	s.mux.HandleFunc("POST /v1/vms/{name}/delete", s.handleDelete)
 	s.mux.HandleFunc("POST /v1/vms/{name}/degrade", s.handleDegrade)
+	s.mux.HandleFunc("GET /v1/audit", s.handleAudit)
 	return s
 }
 
 // ServeHTTP routes r. Requests that match no route are answered in the
 // API's JSON error shape rather than the mux's plain text.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	who, ok := s.authenticate(r)
+	if !ok {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="forewarn"`)
+		s.writeError(w, r, forewarn.Errorf(forewarn.EUNAUTHORIZED, "missing or wrong bearer token (the CLI reads it from --token-file or $FOREWARN_TOKEN)"))
+		return
+	}
+	if s.Audit == nil || r.Method == http.MethodGet || r.Method == http.MethodHead {
+		s.route(w, r)
+		return
+	}
+	rec := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+	s.route(rec, r)
+	s.audit(r, who, rec.status)
+}
+
+// route dispatches r to its handler, answering unknown routes and
+// methods in the API's JSON error shape.
+func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 	h, pattern := s.mux.Handler(r)
 	if pattern != "" {
 		s.mux.ServeHTTP(w, r)
@@ -498,6 +523,8 @@ func errorStatus(err error) int {
 		return http.StatusConflict
 	case forewarn.EFORBIDDEN:
 		return http.StatusForbidden
+	case forewarn.EUNAUTHORIZED:
+		return http.StatusUnauthorized
 	case forewarn.EUNAVAILABLE:
 		return http.StatusServiceUnavailable
 	}

@@ -19,6 +19,7 @@ import (
 // $FOREWARN_SERVER, else the default admin address of 'forewarn serve'.
 const (
 	serverEnv     = "FOREWARN_SERVER"
+	tokenEnv      = "FOREWARN_TOKEN"
 	defaultServer = "http://127.0.0.1:8170"
 )
 
@@ -28,10 +29,11 @@ const requestTimeout = 30 * time.Second
 // command is one operator subcommand, such as "event create": its flags,
 // which always include --server, and its synopsis for usage messages.
 type command struct {
-	name     string // "event create"
-	synopsis string // "--type T --vm NAME ..."
-	fs       *flag.FlagSet
-	server   string
+	name      string // "event create"
+	synopsis  string // "--type T --vm NAME ..."
+	fs        *flag.FlagSet
+	server    string
+	tokenFile string
 }
 
 // newCommand returns a command with a fresh flag set holding --server.
@@ -41,6 +43,7 @@ func newCommand(name, synopsis string) *command {
 	c.fs = flag.NewFlagSet("forewarn "+name, flag.ContinueOnError)
 	c.fs.SetOutput(io.Discard)
 	c.fs.StringVar(&c.server, "server", "", "`URL` of the operator API (default $"+serverEnv+", else "+defaultServer+")")
+	c.fs.StringVar(&c.tokenFile, "token-file", "", "`file` holding the operator API's bearer token (default $"+tokenEnv+")")
 	return c
 }
 
@@ -79,7 +82,18 @@ func (c *command) client() *admin.Client {
 	if url == "" {
 		url = defaultServer
 	}
-	return admin.NewClient(url, &http.Client{Timeout: requestTimeout})
+	cl := admin.NewClient(url, &http.Client{Timeout: requestTimeout})
+	cl.Token = os.Getenv(tokenEnv)
+	if c.tokenFile != "" {
+		b, err := os.ReadFile(c.tokenFile)
+		if err != nil {
+			// The request then goes without a token and the server's
+			// refusal names the problem; say which file failed too.
+			fmt.Fprintf(os.Stderr, "forewarn: read token file: %v\n", err)
+		}
+		cl.Token = strings.TrimSpace(string(b))
+	}
+	return cl
 }
 
 // message returns the text to show for err: the message of a forewarn

@@ -2,14 +2,18 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -30,6 +34,9 @@ type ServeConfig struct {
 	DataDir          string
 	FleetFile        string
 	AllowShortNotice bool
+	// AdminTokenFile holds the operator API's bearer token; it is
+	// generated (mode 0600) when missing. Required off loopback.
+	AdminTokenFile string
 	// DisableAfter disables a VM's scheduled events after this long
 	// without a request.
 	DisableAfter time.Duration
@@ -66,8 +73,8 @@ func (c *ServeConfig) Validate() error {
 	if c.FirstCallDelay < 0 {
 		return fmt.Errorf("--first-call-delay %s must not be negative", c.FirstCallDelay)
 	}
-	if !loopback(c.AdminAddr) {
-		return fmt.Errorf("--admin-addr %s is not a loopback address; the operator API has no token authentication yet, so it listens on loopback only", c.AdminAddr)
+	if !loopback(c.AdminAddr) && c.AdminTokenFile == "" {
+		return fmt.Errorf("--admin-addr %s is not a loopback address: the operator API then requires a bearer token; give --admin-token-file FILE (generated if missing)", c.AdminAddr)
 	}
 	return nil
 }
@@ -90,7 +97,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs := flag.NewFlagSet("forewarn serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&cfg.MetadataAddr, "metadata-addr", cfg.MetadataAddr, "listen address of the metadata API that VMs call")
-	fs.StringVar(&cfg.AdminAddr, "admin-addr", cfg.AdminAddr, "listen address of the operator API (loopback only)")
+	fs.StringVar(&cfg.AdminAddr, "admin-addr", cfg.AdminAddr, "listen address of the operator API (off loopback it requires --admin-token-file)")
+	fs.StringVar(&cfg.AdminTokenFile, "admin-token-file", "", "file holding the operator API's bearer token, generated with mode 0600 if missing")
 	fs.StringVar(&cfg.DataDir, "data", cfg.DataDir, "directory of the embedded store, created if missing")
 	fs.StringVar(&cfg.FleetFile, "fleet", "", "fleet file (YAML); without it, one Azure VM named after the host answers every caller")
 	fs.BoolVar(&cfg.AllowShortNotice, "allow-short-notice", false, "accept notices below the per-type minimums (testing and development)")
@@ -125,11 +133,20 @@ func Serve(ctx context.Context, cfg ServeConfig, log *slog.Logger, out io.Writer
 			return errors.New(forewarn.ErrorMessage(err))
 		}
 	}
+	token, err := adminToken(cfg.AdminTokenFile, log)
+	if err != nil {
+		return err
+	}
 	store, err := bolt.Open(filepath.Join(cfg.DataDir, "forewarn.db"))
 	if err != nil {
 		return err
 	}
 	defer store.Close()
+	audit, err := admin.OpenAuditLog(filepath.Join(cfg.DataDir, "audit.log"))
+	if err != nil {
+		return err
+	}
+	defer audit.Close()
 
 	eng, err := engine.New(ctx, engine.Config{Store: store, Fleet: fleet, Logger: log,
 		AllowShortNotice: cfg.AllowShortNotice, DisableAfter: cfg.DisableAfter})
@@ -147,11 +164,13 @@ func Serve(ctx context.Context, cfg ServeConfig, log *slog.Logger, out io.Writer
 		mdLn.Close()
 		return fmt.Errorf("operator API: %w", err)
 	}
+	adm := admin.NewServer(eng, log)
+	adm.Token, adm.Audit = token, audit
 	az := azure.NewServer(eng, log)
 	az.FirstCallDelay = cfg.FirstCallDelay
 	servers := []*http.Server{
 		{Handler: metadataHandler(az, gce.NewServer(eng, log)), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute},
-		{Handler: admin.NewServer(eng, log), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute},
+		{Handler: adm, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute},
 	}
 	errc := make(chan error, 2)
 	for i, ln := range []net.Listener{mdLn, adLn} {
@@ -195,4 +214,31 @@ func metadataHandler(az *azure.Server, g *gce.Server) http.Handler {
 			az.ServeHTTP(w, r)
 		}
 	})
+}
+
+// adminToken reads the operator token from path, generating a random one
+// (mode 0600) when the file does not exist. An empty path means no token.
+func adminToken(path string, log *slog.Logger) (string, error) {
+	if path == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		var raw [32]byte
+		_, _ = rand.Read(raw[:]) // crypto/rand.Read never fails
+		tok := hex.EncodeToString(raw[:])
+		if err := os.WriteFile(path, []byte(tok+"\n"), 0o600); err != nil {
+			return "", fmt.Errorf("write admin token file: %w", err)
+		}
+		log.Info("generated the operator API token", "file", path)
+		return tok, nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read admin token file: %w", err)
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" {
+		return "", fmt.Errorf("admin token file %s is empty", path)
+	}
+	return tok, nil
 }
