@@ -31,6 +31,7 @@ const (
 	msgBadBody      = "Bad request. The request body is not a valid StartRequests document"
 	msgUnknownEvent = "Bad request. EventId %s is not a scheduled event of this VM"
 	msgTooLarge     = "Request body too large"
+	msgTooMany      = "Too many requests"
 	msgBadFormat    = "Bad request. The format query parameter must be json or text"
 	msgLeafFormat   = "Bad request. A leaf node requires format=text"
 )
@@ -43,6 +44,8 @@ type Server struct {
 	mux   *http.ServeMux
 	// docs is keyed by VM name; the map is built once and only read.
 	docs map[string]*atomic.Pointer[doc]
+	// limits throttles each VM; nil when throttling is off.
+	limits *limiter
 	// FirstCallDelay holds the answer to the call that enables a VM's
 	// scheduled events, as the real service's first call can take up to
 	// two minutes. Set it before serving.
@@ -73,6 +76,24 @@ func NewServer(eng *engine.Engine, log *slog.Logger) *Server {
 	s.mux.HandleFunc("/metadata/versions", s.handleVersions)
 	s.mux.HandleFunc("/", s.handleNotFound)
 	return s
+}
+
+// DefaultRateLimit is the real service's limit: 5 requests a second per VM.
+const DefaultRateLimit = 5
+
+// SetRateLimit throttles each VM to rate requests per second (in bursts
+// of up to rate requests); excess requests get 429. 0 turns throttling
+// off. Call it before serving.
+func (s *Server) SetRateLimit(rate float64) {
+	if rate <= 0 {
+		s.limits = nil
+		return
+	}
+	names := make([]string, 0, len(s.docs))
+	for name := range s.docs {
+		names = append(names, name)
+	}
+	s.limits = newLimiter(rate, max(int(rate), 1), names)
 }
 
 // ServeHTTP implements http.Handler.
@@ -153,6 +174,10 @@ func (s *Server) caller(w http.ResponseWriter, r *http.Request) *forewarn.VM {
 	}
 	if d := s.docs[vm.Name].Load(); d.deleted {
 		writeError(w, http.StatusForbidden, "Forbidden. VM "+vm.Name+" has been deleted")
+		return nil
+	}
+	if s.limits != nil && !s.limits.allow(vm.Name) {
+		writeError(w, http.StatusTooManyRequests, msgTooMany)
 		return nil
 	}
 	return vm

@@ -34,7 +34,15 @@ type Server struct {
 	log   *slog.Logger
 	// docs is keyed by VM name; the map is built once and only read.
 	docs map[string]*atomic.Pointer[doc]
+	// waiters counts each VM's held long-polls; read-only map.
+	waiters map[string]*atomic.Int64
+	// MaxWaiters caps each VM's concurrent held long-polls (0: no cap);
+	// an excess request gets 503. Set it before serving.
+	MaxWaiters int
 }
+
+// DefaultMaxWaiters is the default per-VM cap on held long-polls.
+const DefaultMaxWaiters = 32
 
 // NewServer returns a Server answering for eng's fleet. It renders every
 // GCE VM's document now and again whenever the engine publishes a change.
@@ -43,14 +51,16 @@ func NewServer(eng *engine.Engine, log *slog.Logger) *Server {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{
-		eng:   eng,
-		index: forewarn.NewIndex(eng.Fleet()),
-		log:   log,
-		docs:  map[string]*atomic.Pointer[doc]{},
+		eng:     eng,
+		index:   forewarn.NewIndex(eng.Fleet()),
+		log:     log,
+		docs:    map[string]*atomic.Pointer[doc]{},
+		waiters: map[string]*atomic.Int64{},
 	}
 	for _, vm := range eng.Fleet().VMs {
 		if vm.Provider == forewarn.GCE {
 			s.docs[vm.Name] = new(atomic.Pointer[doc])
+			s.waiters[vm.Name] = new(atomic.Int64)
 		}
 	}
 	eng.Subscribe(func(v *engine.View) {
@@ -207,8 +217,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if key == "instance/maintenance-event" {
 		s.eng.NoteQuery(vm.Name)
 	}
-	if p.wait {
+	if p.wait && n.etag[0] == p.lastETag {
+		held := s.waiters[vm.Name]
+		if held.Add(1) > int64(s.MaxWaiters) && s.MaxWaiters > 0 {
+			held.Add(-1)
+			writeError(w, r, http.StatusServiceUnavailable, fmt.Sprintf("Too many held wait_for_change requests for this VM (at most %d).", s.MaxWaiters))
+			return
+		}
 		n = s.wait(r, d, key, n, p)
+		held.Add(-1)
 		if n == nil {
 			return // the client went away
 		}

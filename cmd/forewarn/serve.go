@@ -42,6 +42,10 @@ type ServeConfig struct {
 	DisableAfter time.Duration
 	// FirstCallDelay holds the answer to a VM's enabling first call.
 	FirstCallDelay time.Duration
+	// RateLimit is each Azure VM's requests per second; 0 turns it off.
+	RateLimit float64
+	// MaxLongPolls caps each GCE VM's held wait_for_change requests.
+	MaxLongPolls int
 	// ShutdownTimeout bounds how long in-flight requests may take to finish.
 	ShutdownTimeout time.Duration
 }
@@ -53,6 +57,8 @@ func defaultServeConfig() ServeConfig {
 		AdminAddr:       "127.0.0.1:8170",
 		DataDir:         "forewarn-data",
 		DisableAfter:    24 * time.Hour,
+		RateLimit:       azure.DefaultRateLimit,
+		MaxLongPolls:    gce.DefaultMaxWaiters,
 		ShutdownTimeout: 10 * time.Second,
 	}
 }
@@ -69,6 +75,12 @@ func (c *ServeConfig) Validate() error {
 	}
 	if c.DisableAfter <= 0 {
 		return fmt.Errorf("--disable-after %s must be positive", c.DisableAfter)
+	}
+	if c.RateLimit < 0 {
+		return fmt.Errorf("--rate-limit %v must not be negative", c.RateLimit)
+	}
+	if c.MaxLongPolls < 0 {
+		return fmt.Errorf("--max-long-polls %d must not be negative", c.MaxLongPolls)
 	}
 	if c.FirstCallDelay < 0 {
 		return fmt.Errorf("--first-call-delay %s must not be negative", c.FirstCallDelay)
@@ -104,6 +116,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.BoolVar(&cfg.AllowShortNotice, "allow-short-notice", false, "accept notices below the per-type minimums (testing and development)")
 	fs.DurationVar(&cfg.DisableAfter, "disable-after", cfg.DisableAfter, "disable a VM's scheduled events after this long without a request")
 	fs.DurationVar(&cfg.FirstCallDelay, "first-call-delay", 0, "delay the answer to the call that enables a VM's scheduled events (the real service takes up to 2m)")
+	fs.Float64Var(&cfg.RateLimit, "rate-limit", cfg.RateLimit, "Azure requests per second per VM; excess requests get 429 (0 disables)")
+	fs.IntVar(&cfg.MaxLongPolls, "max-long-polls", cfg.MaxLongPolls, "held GCE wait_for_change requests per VM; excess requests get 503 (0: no cap)")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "how long in-flight requests may take to finish on shutdown")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -168,8 +182,11 @@ func Serve(ctx context.Context, cfg ServeConfig, log *slog.Logger, out io.Writer
 	adm.Token, adm.Audit = token, audit
 	az := azure.NewServer(eng, log)
 	az.FirstCallDelay = cfg.FirstCallDelay
+	az.SetRateLimit(cfg.RateLimit)
+	gc := gce.NewServer(eng, log)
+	gc.MaxWaiters = cfg.MaxLongPolls
 	servers := []*http.Server{
-		{Handler: metadataHandler(az, gce.NewServer(eng, log)), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute},
+		{Handler: metadataHandler(az, gc), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute},
 		{Handler: adm, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute},
 	}
 	errc := make(chan error, 2)

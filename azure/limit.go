@@ -1,0 +1,47 @@
+package azure
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// limiter is a per-VM rate limit by the generic cell rate algorithm: a
+// request is allowed when the VM's theoretical arrival time is at most
+// burst-1 intervals ahead of now. It is one atomic word per VM, so
+// limiting takes no lock that other VMs share.
+type limiter struct {
+	interval  time.Duration // 1/rate
+	tolerance time.Duration
+	base      time.Time
+	tat       map[string]*atomic.Int64 // ns since base; read-only map
+}
+
+// newLimiter allows rate requests per second per VM, in bursts of up to
+// burst requests.
+func newLimiter(rate float64, burst int, vms []string) *limiter {
+	interval := time.Duration(float64(time.Second) / rate)
+	l := &limiter{interval: interval, tolerance: interval * time.Duration(max(burst, 1)-1), base: time.Now(), tat: map[string]*atomic.Int64{}}
+	for _, vm := range vms {
+		l.tat[vm] = new(atomic.Int64)
+	}
+	return l
+}
+
+// allow reports whether the VM named vm may make a request now.
+func (l *limiter) allow(vm string) bool {
+	p := l.tat[vm]
+	if p == nil {
+		return true
+	}
+	now := int64(time.Since(l.base))
+	for {
+		tat := p.Load()
+		if tat-int64(l.tolerance) > now {
+			return false
+		}
+		next := max(tat, now) + int64(l.interval)
+		if p.CompareAndSwap(tat, next) {
+			return true
+		}
+	}
+}
