@@ -70,7 +70,7 @@ func startServer(t *testing.T, data, fleet string) *server {
 	t.Helper()
 	s := &server{data: data, fleetArg: fleet, stderr: new(bytes.Buffer)}
 	s.cmd = exec.Command(binary, "serve", "--metadata-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0",
-		"--data", data, "--fleet", fleet, "--allow-short-notice")
+		"--data", data, "--fleet", fleet, "--allow-short-notice", "--rate-limit", "0")
 	s.cmd.Stderr = s.stderr
 	out, err := s.cmd.StdoutPipe()
 	if err != nil {
