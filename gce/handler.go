@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -39,6 +40,16 @@ type Server struct {
 	// MaxWaiters caps each VM's concurrent held long-polls (0: no cap);
 	// an excess request gets 503. Set it before serving.
 	MaxWaiters int
+	// closing is closed by Shutdown to release every held long-poll.
+	closing   chan struct{}
+	closeOnce sync.Once
+}
+
+// Shutdown releases every held wait_for_change request with a 503, which
+// clients retry, as they do during real maintenance. Register it with
+// http.Server.RegisterOnShutdown.
+func (s *Server) Shutdown() {
+	s.closeOnce.Do(func() { close(s.closing) })
 }
 
 // DefaultMaxWaiters is the default per-VM cap on held long-polls.
@@ -56,6 +67,7 @@ func NewServer(eng *engine.Engine, log *slog.Logger) *Server {
 		log:     log,
 		docs:    map[string]*atomic.Pointer[doc]{},
 		waiters: map[string]*atomic.Int64{},
+		closing: make(chan struct{}),
 	}
 	for _, vm := range eng.Fleet().VMs {
 		if vm.Provider == forewarn.GCE {
@@ -227,7 +239,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		n = s.wait(r, d, key, n, p)
 		held.Add(-1)
 		if n == nil {
-			return // the client went away
+			if r.Context().Err() == nil { // shutting down
+				writeError(w, r, http.StatusServiceUnavailable, "The metadata server is shutting down; retry.")
+			}
+			return
 		}
 	}
 	write(w, n, p)
@@ -235,7 +250,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // wait holds a wait_for_change request until key's ETag differs from
 // last_etag, walking the chain of documents so that no change is missed,
-// until timeout_sec passes or the client goes away (nil).
+// until timeout_sec passes, or nil when the client goes away or the
+// server shuts down.
 func (s *Server) wait(r *http.Request, d *doc, key string, n *node, p params) *node {
 	if n.etag[0] != p.lastETag {
 		return n
@@ -249,6 +265,8 @@ func (s *Server) wait(r *http.Request, d *doc, key string, n *node, p params) *n
 	for {
 		select {
 		case <-r.Context().Done():
+			return nil
+		case <-s.closing:
 			return nil
 		case <-timeout:
 			return n
