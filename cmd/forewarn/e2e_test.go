@@ -351,11 +351,15 @@ func TestServeRefusesBadStart(t *testing.T) {
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.yaml")
 	os.WriteFile(bad, []byte("vms:\n  - name: a\n    ip: nope\n"), 0o600)
+	corrupt := filepath.Join(dir, "corrupt")
+	os.MkdirAll(corrupt, 0o700)
+	os.WriteFile(filepath.Join(corrupt, "forewarn.db"), []byte(strings.Repeat("torn page ", 2000)), 0o600)
 	cases := []struct {
 		args []string
 		msg  string
 	}{
 		{[]string{"serve", "--fleet", bad, "--data", dir}, `vms[0] (a): ip "nope" is not an IP address`},
+		{[]string{"serve", "--data", corrupt, "--metadata-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"}, filepath.Join(corrupt, "forewarn.db")},
 		{[]string{"serve", "--admin-addr", "0.0.0.0:0", "--data", dir}, "--admin-addr 0.0.0.0:0 is not a loopback address"},
 	}
 	for _, c := range cases {
