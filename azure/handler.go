@@ -8,13 +8,13 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
-	"net/url"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/forewarn/forewarn"
 	"github.com/forewarn/forewarn/engine"
+	"github.com/forewarn/forewarn/internal/query"
 )
 
 // maxBody caps a StartRequests body.
@@ -190,20 +190,29 @@ func addrString(a netip.AddrPort, err error) string {
 	return a.Addr().String()
 }
 
-// query parses the query string and refuses repeated parameters.
-func query(w http.ResponseWriter, r *http.Request) (url.Values, bool) {
-	q, err := url.ParseQuery(r.URL.RawQuery)
+// params is a parsed query string.
+type params []query.Param
+
+// Get returns the value of key, or "".
+func (ps params) Get(key string) string {
+	v, _ := query.Get(ps, key)
+	return v
+}
+
+// parseQuery parses the query string into buf and refuses repeated
+// parameters, writing the error. It does not allocate for ordinary
+// queries.
+func parseQuery(w http.ResponseWriter, r *http.Request, buf []query.Param) (params, bool) {
+	ps, err := query.Parse(r.URL.RawQuery, buf)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "Bad request. The query string is malformed")
 		return nil, false
 	}
-	for k, v := range q {
-		if len(v) > 1 {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf(msgDupParam, k))
-			return nil, false
-		}
+	if k := query.Repeated(ps); k != "" {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf(msgDupParam, k))
+		return nil, false
 	}
-	return q, true
+	return ps, true
 }
 
 func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
@@ -216,7 +225,8 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	if vm == nil {
 		return
 	}
-	q, ok := query(w, r)
+	var buf [8]query.Param
+	q, ok := parseQuery(w, r, buf[:0])
 	if !ok {
 		return
 	}

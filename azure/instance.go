@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/forewarn/forewarn"
+	"github.com/forewarn/forewarn/internal/query"
 )
 
 // instanceVersions are the api-versions the instance endpoint accepts,
@@ -78,7 +79,8 @@ func (s *Server) handleInstance(w http.ResponseWriter, r *http.Request) {
 	if vm == nil {
 		return
 	}
-	q, ok := query(w, r)
+	var buf [8]query.Param
+	q, ok := parseQuery(w, r, buf[:0])
 	if !ok {
 		return
 	}
@@ -160,7 +162,8 @@ func (s *Server) handleVersions(w http.ResponseWriter, r *http.Request) {
 	if s.caller(w, r) == nil {
 		return
 	}
-	if _, ok := query(w, r); !ok {
+	var buf [8]query.Param
+	if _, ok := parseQuery(w, r, buf[:0]); !ok {
 		return
 	}
 	writeJSON(w, http.StatusOK, mustJSON(map[string][]string{"apiVersions": instanceVersions}))

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/forewarn/forewarn"
 	"github.com/forewarn/forewarn/engine"
+	"github.com/forewarn/forewarn/internal/query"
 )
 
 // Prefix is the path under which the metadata keys live.
@@ -120,25 +120,29 @@ type params struct {
 }
 
 // parseParams reads the query string; unknown parameters are ignored, as
-// the real server does, and bad values of known ones are refused.
+// the real server does, and bad values of known ones are refused. It
+// does not allocate for ordinary queries.
 func parseParams(raw string) (params, string) {
 	var p params
 	if raw == "" {
 		return p, ""
 	}
-	q, err := url.ParseQuery(raw)
+	var buf [8]query.Param
+	q, err := query.Parse(raw, buf[:0])
 	if err != nil {
 		return p, "malformed query string"
 	}
 	p.hasParameters = true
+	get := func(k string) string { v, _ := query.Get(q, k); return v }
 	boolean := func(name string) (bool, string) {
-		switch v := strings.ToLower(q.Get(name)); v {
-		case "", "false":
+		v := get(name)
+		switch {
+		case v == "" || strings.EqualFold(v, "false"):
 			return false, ""
-		case "true":
+		case strings.EqualFold(v, "true"):
 			return true, ""
 		}
-		return false, fmt.Sprintf("%s must be true or false, not %q", name, q.Get(name))
+		return false, fmt.Sprintf("%s must be true or false, not %q", name, v)
 	}
 	var msg string
 	if p.recursive, msg = boolean("recursive"); msg != "" {
@@ -147,13 +151,17 @@ func parseParams(raw string) (params, string) {
 	if p.wait, msg = boolean("wait_for_change"); msg != "" {
 		return p, msg
 	}
-	switch p.alt = strings.ToLower(q.Get("alt")); p.alt {
-	case "", "json", "text":
+	switch alt := get("alt"); {
+	case alt == "":
+	case strings.EqualFold(alt, "json"):
+		p.alt = "json"
+	case strings.EqualFold(alt, "text"):
+		p.alt = "text"
 	default:
-		return p, fmt.Sprintf("alt must be json or text, not %q", q.Get("alt"))
+		return p, fmt.Sprintf("alt must be json or text, not %q", alt)
 	}
-	p.lastETag = q.Get("last_etag")
-	if ts := q.Get("timeout_sec"); ts != "" {
+	p.lastETag = get("last_etag")
+	if ts := get("timeout_sec"); ts != "" {
 		n, err := strconv.Atoi(ts)
 		if err != nil || n < 0 {
 			return p, fmt.Sprintf("timeout_sec must be a whole number of seconds, not %q", ts)
