@@ -2,7 +2,7 @@ package forewarn
 
 import (
 	"net/netip"
-	"slices"
+	"sync"
 	"time"
 )
 
@@ -67,6 +67,10 @@ func (vm *VM) MigrateAllowed() bool {
 type Fleet struct {
 	VMs       []*VM       `json:"vms"`
 	ScaleSets []*ScaleSet `json:"scaleSets,omitempty"`
+
+	// byName indexes VMs on first use; the VMs must not change after.
+	once   sync.Once
+	byName map[string]*VM
 }
 
 // ScaleSet holds the settings of one scale set.
@@ -123,11 +127,15 @@ func (f *Fleet) Scope(name string) (kind string, vms []*VM, err error) {
 
 // VM returns the VM named name, or nil.
 func (f *Fleet) VM(name string) *VM {
-	i := slices.IndexFunc(f.VMs, func(v *VM) bool { return v.Name == name })
-	if i < 0 {
-		return nil
-	}
-	return f.VMs[i]
+	f.once.Do(func() {
+		f.byName = make(map[string]*VM, len(f.VMs))
+		for _, vm := range f.VMs {
+			if _, dup := f.byName[vm.Name]; !dup {
+				f.byName[vm.Name] = vm
+			}
+		}
+	})
+	return f.byName[name]
 }
 
 // SharesScope reports whether a VM sees the events of VM b: a VM always

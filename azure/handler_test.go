@@ -37,7 +37,7 @@ func testFleet() *forewarn.Fleet {
 	}}
 }
 
-func setup(t *testing.T) (*engine.Engine, http.Handler) {
+func setup(t testing.TB) (*engine.Engine, http.Handler) {
 	t.Helper()
 	e, err := engine.New(t.Context(), engine.Config{Store: mem.New(), Fleet: testFleet()})
 	if err != nil {

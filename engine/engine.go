@@ -136,10 +136,19 @@ type Engine struct {
 	stop    chan struct{}
 	stopped chan struct{}
 
+	// peers holds, for each VM, the groups of VMs it shares a scope with
+	// (each group includes the VM itself); built in New, read-only.
+	peers map[string][][]*forewarn.VM
+	// scaleSets lists the VM names of each scale set; read-only.
+	scaleSets map[string][]string
+
 	mu     sync.Mutex
 	closed bool
 	rev    int64
 	events map[string]*forewarn.Event
+	// byVM indexes events by each of their Resources, and byWave by wave.
+	byVM   map[string]map[string]*forewarn.Event
+	byWave map[string]map[string]*forewarn.Event
 	inc    map[string]int64
 	timers map[string]*time.Timer
 	subs   []func(*View)
@@ -174,11 +183,20 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		stopped:      make(chan struct{}),
 		rev:          st.Revision,
 		events:       make(map[string]*forewarn.Event, len(st.Events)),
+		byVM:         make(map[string]map[string]*forewarn.Event),
+		byWave:       make(map[string]map[string]*forewarn.Event),
+		scaleSets:    make(map[string][]string),
 		inc:          make(map[string]int64, len(cfg.Fleet.VMs)),
 		timers:       make(map[string]*time.Timer),
 	}
+	e.peers = scopeGroups(cfg.Fleet)
+	for _, vm := range cfg.Fleet.VMs {
+		if vm.ScaleSet != "" {
+			e.scaleSets[vm.ScaleSet] = append(e.scaleSets[vm.ScaleSet], vm.Name)
+		}
+	}
 	for _, ev := range st.Events {
-		e.events[ev.ID] = ev
+		e.install(ev)
 	}
 	for _, vm := range cfg.Fleet.VMs {
 		e.inc[vm.Name] = max(st.Incarnations[vm.Name], 1)
@@ -564,10 +582,15 @@ func (e *Engine) commit(ctx context.Context, now time.Time, changed []*forewarn.
 		if old != nil && sameDocument(old, c) {
 			continue
 		}
-		for _, vm := range e.fleet.VMs {
-			if (c.Status.Active() && e.fleet.Visible(vm, c)) || (old != nil && old.Status.Active() && e.fleet.Visible(vm, old)) ||
-				(c.Status == forewarn.Completed && c.Affects(vm.Name)) {
-				touched[vm.Name] = true
+		if c.Status.Active() {
+			e.audience(c, touched)
+		}
+		if old != nil && old.Status.Active() {
+			e.audience(old, touched)
+		}
+		if c.Status == forewarn.Completed {
+			for _, r := range c.Resources {
+				touched[r] = true
 			}
 		}
 	}
@@ -581,13 +604,14 @@ func (e *Engine) commit(ctx context.Context, now time.Time, changed []*forewarn.
 	}
 	e.rev = rev
 	for _, c := range changed {
-		e.events[c.ID] = c
+		e.install(c)
 	}
 	for name, n := range incs {
 		e.inc[name] = n
 	}
-	for _, vm := range e.fleet.VMs {
-		if !touched[vm.Name] {
+	for name := range touched {
+		vm := e.fleet.VM(name)
+		if vm == nil {
 			continue
 		}
 		p := e.views[vm.Name]
@@ -604,15 +628,27 @@ func (e *Engine) commit(ctx context.Context, now time.Time, changed []*forewarn.
 	return nil
 }
 
-// buildView assembles vm's current view. e.mu must be held, or the
-// engine not yet shared.
+// buildView assembles vm's current view from the events of the VMs it
+// shares a scope with. e.mu must be held, or the engine not yet shared.
 func (e *Engine) buildView(vm *forewarn.VM) *View {
 	v := &View{VM: vm, Incarnation: e.inc[vm.Name], changed: make(chan struct{})}
-	for _, ev := range e.events {
-		if ev.Status.Active() && e.fleet.Visible(vm, ev) {
-			v.Events = append(v.Events, ev)
+	var seen map[string]bool
+	for _, group := range e.peers[vm.Name] {
+		for _, p := range group {
+			for id, ev := range e.byVM[p.Name] {
+				if !ev.Status.Active() || seen[id] {
+					continue
+				}
+				if seen == nil {
+					seen = map[string]bool{}
+				}
+				seen[id] = true
+				v.Events = append(v.Events, ev)
+			}
 		}
-		if ev.Type == forewarn.Preempt && ev.Affects(vm.Name) {
+	}
+	for _, ev := range e.byVM[vm.Name] {
+		if ev.Type == forewarn.Preempt {
 			v.Preempted = v.Preempted || ev.Status == forewarn.Started || ev.Status == forewarn.Completed
 		}
 		if deletes(vm, ev) {
@@ -622,6 +658,81 @@ func (e *Engine) buildView(vm *forewarn.VM) *View {
 	}
 	sortEvents(v.Events)
 	return v
+}
+
+// install puts ev in the event map and the indexes, replacing its older
+// version. e.mu must be held, or the engine not yet shared.
+func (e *Engine) install(ev *forewarn.Event) {
+	if old := e.events[ev.ID]; old != nil {
+		for _, r := range old.Resources {
+			delete(e.byVM[r], ev.ID)
+		}
+	}
+	e.events[ev.ID] = ev
+	for _, r := range ev.Resources {
+		m := e.byVM[r]
+		if m == nil {
+			m = map[string]*forewarn.Event{}
+			e.byVM[r] = m
+		}
+		m[ev.ID] = ev
+	}
+	if ev.Wave != "" {
+		m := e.byWave[ev.Wave]
+		if m == nil {
+			m = map[string]*forewarn.Event{}
+			e.byWave[ev.Wave] = m
+		}
+		m[ev.ID] = ev
+	}
+}
+
+// audience adds to set the names of the VMs that can see ev.
+func (e *Engine) audience(ev *forewarn.Event, set map[string]bool) {
+	for _, r := range ev.Resources {
+		for _, group := range e.peers[r] {
+			for _, vm := range group {
+				set[vm.Name] = true
+			}
+		}
+	}
+}
+
+// scopeGroups returns, for every VM, the groups of VMs it shares a scope
+// with: itself, its availability set, its cloud service, and its scale
+// set's placement group. Groups are shared between their members.
+func scopeGroups(f *forewarn.Fleet) map[string][][]*forewarn.VM {
+	groups := map[string][]*forewarn.VM{}
+	key := func(vm *forewarn.VM) []string {
+		var k []string
+		if vm.AvailabilitySet != "" {
+			k = append(k, "as\x00"+vm.AvailabilitySet)
+		}
+		if vm.CloudService != "" {
+			k = append(k, "cs\x00"+vm.CloudService)
+		}
+		if vm.ScaleSet != "" {
+			k = append(k, "ss\x00"+vm.ScaleSet+"\x00"+vm.PlacementGroup)
+		}
+		return k
+	}
+	for _, vm := range f.VMs {
+		for _, k := range key(vm) {
+			groups[k] = append(groups[k], vm)
+		}
+	}
+	out := make(map[string][][]*forewarn.VM, len(f.VMs))
+	for _, vm := range f.VMs {
+		ks := key(vm)
+		if len(ks) == 0 {
+			out[vm.Name] = [][]*forewarn.VM{{vm}}
+			continue
+		}
+		for _, k := range ks {
+			out[vm.Name] = append(out[vm.Name], groups[k])
+		}
+	}
+	return out
 }
 
 // NoteQuery records that the VM named name read its maintenance-event
@@ -642,8 +753,8 @@ func (e *Engine) watched(ev *forewarn.Event) bool {
 			continue
 		}
 		var lastEnd time.Time
-		for _, other := range e.events {
-			if other.Type.HostMaintenance() && other.Status == forewarn.Completed && other.Affects(name) && other.EndedAt.After(lastEnd) {
+		for _, other := range e.byVM[name] {
+			if other.Type.HostMaintenance() && other.Status == forewarn.Completed && other.EndedAt.After(lastEnd) {
 				lastEnd = other.EndedAt
 			}
 		}

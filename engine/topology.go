@@ -85,7 +85,7 @@ func (e *Engine) settle(now time.Time, changed []*forewarn.Event) []*forewarn.Ev
 				if vm := e.fleet.VM(name); vm == nil || vm.Provider != forewarn.Azure {
 					continue
 				}
-				for id := range e.events {
+				for id := range e.byVM[name] {
 					o := get(id)
 					if o.ID == c.ID || !(o.Status.Active() || o.Status == forewarn.Pending) || !o.Affects(name) {
 						continue
@@ -106,10 +106,14 @@ func (e *Engine) settle(now time.Time, changed []*forewarn.Event) []*forewarn.Ev
 		if ss := e.scaleSetOf(c); c.Type == forewarn.Terminate && ss != "" {
 			var pending []*forewarn.Event
 			ready := true
-			for id := range e.events {
-				if o := get(id); o.Type == forewarn.Terminate && o.Status == forewarn.Scheduled && e.scaleSetOf(o) == ss {
-					pending = append(pending, o)
-					ready = ready && (o.Approved() || !now.Before(o.NotBefore))
+			seen := map[string]bool{}
+			for _, name := range e.scaleSets[ss] {
+				for id := range e.byVM[name] {
+					if o := get(id); !seen[id] && o.Type == forewarn.Terminate && o.Status == forewarn.Scheduled && e.scaleSetOf(o) == ss {
+						seen[id] = true
+						pending = append(pending, o)
+						ready = ready && (o.Approved() || !now.Before(o.NotBefore))
+					}
 				}
 			}
 			if c.Status == forewarn.Scheduled && get(c.ID) == c && !slices.ContainsFunc(pending, func(o *forewarn.Event) bool { return o.ID == c.ID }) {
@@ -129,11 +133,8 @@ func (e *Engine) settle(now time.Time, changed []*forewarn.Event) []*forewarn.Ev
 		if c.Wave != "" && ended {
 			busy := false
 			var next *forewarn.Event
-			for id := range e.events {
+			for id := range e.byWave[c.Wave] {
 				o := get(id)
-				if o.Wave != c.Wave {
-					continue
-				}
 				busy = busy || o.Status.Active()
 				if o.Status == forewarn.Pending && (next == nil || e.domainOf(o) < e.domainOf(next)) {
 					next = o

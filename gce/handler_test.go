@@ -55,7 +55,7 @@ func testFleet() *forewarn.Fleet {
 
 // setup returns an engine on the test fleet and its GCE server. Inside a
 // synctest bubble, t must be the bubble's.
-func setup(t *testing.T) (*engine.Engine, *gce.Server) {
+func setup(t testing.TB) (*engine.Engine, *gce.Server) {
 	t.Helper()
 	e, err := engine.New(t.Context(), engine.Config{Store: mem.New(), Fleet: testFleet(), AllowShortNotice: true})
 	if err != nil {

@@ -1,0 +1,100 @@
+package azure_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/forewarn/forewarn"
+	"github.com/forewarn/forewarn/engine"
+)
+
+// discard is a ResponseWriter that keeps its header map between
+// requests, so a benchmark counts only the handler's own allocations.
+type discard struct {
+	h    http.Header
+	code int
+	n    int
+}
+
+func (w *discard) Header() http.Header         { return w.h }
+func (w *discard) Write(b []byte) (int, error) { w.n += len(b); return len(b), nil }
+func (w *discard) WriteHeader(code int)        { w.code = code }
+
+// BenchmarkGetEvents is the hot path: a VM's GET with an event present.
+func BenchmarkGetEvents(b *testing.B) {
+	e, h := setup(b)
+	if _, err := e.Create(b.Context(), engine.Spec{Type: forewarn.Reboot, VMs: []string{"web_0"}, Source: forewarn.User}); err != nil {
+		b.Fatal(err)
+	}
+	r := httptest.NewRequest("GET", path+"2020-07-01", nil)
+	r.RemoteAddr = web0
+	r.Header.Set("Metadata", "true")
+	w := &discard{h: http.Header{}}
+	b.ReportAllocs()
+	for b.Loop() {
+		clear(w.h)
+		h.ServeHTTP(w, r)
+	}
+	if w.code != 200 || w.n == 0 {
+		b.Fatalf("status %d", w.code)
+	}
+}
+
+// BenchmarkGetEventsNotModified is the conditional GET answered 304.
+func BenchmarkGetEventsNotModified(b *testing.B) {
+	_, h := setup(b)
+	first := do(h, req{target: path + "2020-07-01"})
+	r := httptest.NewRequest("GET", path+"2020-07-01", nil)
+	r.RemoteAddr = web0
+	r.Header.Set("Metadata", "true")
+	r.Header.Set("If-None-Match", first.Header().Get("ETag"))
+	w := &discard{h: http.Header{}}
+	b.ReportAllocs()
+	for b.Loop() {
+		clear(w.h)
+		h.ServeHTTP(w, r)
+	}
+	if w.code != 304 {
+		b.Fatalf("status %d", w.code)
+	}
+}
+
+// BenchmarkApprove posts a StartRequests for an event already started,
+// the repeated approval every agent in an availability set sends.
+func BenchmarkApprove(b *testing.B) {
+	e, h := setup(b)
+	ev, err := e.Create(b.Context(), engine.Spec{Type: forewarn.Reboot, VMs: []string{"web_0"}, Source: forewarn.User})
+	if err != nil {
+		b.Fatal(err)
+	}
+	body := `{"StartRequests":[{"EventId":"` + ev.ID + `"}]}`
+	w := &discard{h: http.Header{}}
+	b.ReportAllocs()
+	for b.Loop() {
+		r := httptest.NewRequest("POST", path+"2020-07-01", strings.NewReader(body))
+		r.RemoteAddr = web0
+		r.Header.Set("Metadata", "true")
+		clear(w.h)
+		h.ServeHTTP(w, r)
+	}
+	if w.code != 200 {
+		b.Fatalf("status %d", w.code)
+	}
+}
+
+// TestGetEventsDoesNotAllocate pins the benchmark's result: the GET
+// handler's own code makes no allocation per request.
+func TestGetEventsDoesNotAllocate(t *testing.T) {
+	e, h := setup(t)
+	e.Create(t.Context(), engine.Spec{Type: forewarn.Reboot, VMs: []string{"web_0"}, Source: forewarn.User})
+	r := httptest.NewRequest("GET", path+"2020-07-01", nil)
+	r.RemoteAddr = web0
+	r.Header.Set("Metadata", "true")
+	w := &discard{h: http.Header{}}
+	h.ServeHTTP(w, r)
+	if n := testing.AllocsPerRun(200, func() { clear(w.h); h.ServeHTTP(w, r) }); n != 0 {
+		t.Fatalf("%v allocations per GET", n)
+	}
+}
