@@ -80,7 +80,10 @@ func NewServer(eng *engine.Engine, log *slog.Logger) *Server {
 		if p == nil {
 			return
 		}
-		d := render(v)
+		d := render(v, p.Load())
+		if d == nil {
+			return // nothing a GCE client sees changed
+		}
 		if old := p.Swap(d); old != nil {
 			old.next = d
 			close(old.changed)
@@ -224,6 +227,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	d := s.docs[vm.Name].Load()
 	n := d.nodes[key]
+	if n != nil {
+		n = n.ready()
+	}
 	if n == nil {
 		if d.nodes[key+"/"] != nil {
 			u := *r.URL
@@ -280,7 +286,7 @@ func (s *Server) wait(r *http.Request, d *doc, key string, n *node, p params) *n
 			return n
 		case <-d.changed:
 			d = d.next
-			n = d.nodes[key]
+			n = d.nodes[key].ready()
 			if n.etag[0] != p.lastETag {
 				return n
 			}

@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/forewarn/forewarn"
@@ -44,12 +45,27 @@ type node struct {
 	// absent marks a key with no value now (upcoming-maintenance when no
 	// maintenance is announced); GETs answer 503.
 	absent bool
+	// fill, when set, computes a directory's recursive forms and ETag on
+	// first use: a change re-renders only the keys that changed.
+	fill func(*node)
+	once sync.Once
+}
+
+// ready returns n with its lazily computed fields filled.
+func (n *node) ready() *node {
+	if n.fill != nil {
+		n.once.Do(func() { n.fill(n) })
+	}
+	return n
 }
 
 // doc is one VM's rendered tree as of one engine view.
 type doc struct {
 	vm    *forewarn.VM
 	nodes map[string]*node // by path below /computeMetadata/v1/, directories with a trailing "/"
+	// dynamic holds the values of the keys that change, to tell whether a
+	// new view changes anything a GCE client sees.
+	dynamic [3]string
 	// changed is closed once next is set.
 	changed chan struct{}
 	next    *doc
@@ -70,9 +86,12 @@ type tree struct {
 
 func newTree() *tree { return &tree{leaves: map[string]any{}, dirs: map[string]*tree{}} }
 
-// render builds the document of view v.
-func render(v *engine.View) *doc {
-	vm := v.VM
+// dynamicKeys are the keys whose values change with the engine's view.
+var dynamicKeys = [3]string{"instance/maintenance-event", "instance/preempted", "instance/upcoming-maintenance"}
+
+// buildTree assembles the whole metadata tree of vm with the given
+// dynamic values.
+func buildTree(vm *forewarn.VM, maint, preempted string, up map[string]string) *tree {
 	num := numericID("project:" + vm.Project)
 	root := newTree()
 	inst, proj, sched := newTree(), newTree(), newTree()
@@ -84,10 +103,10 @@ func render(v *engine.View) *doc {
 	inst.leaves["id"] = numericID("instance:" + vm.Name)
 	inst.leaves["zone"] = fmt.Sprintf("projects/%d/zones/%s", num, vm.Zone)
 	inst.leaves["machine-type"] = fmt.Sprintf("projects/%d/machineTypes/%s", num, vm.MachineType)
-	inst.leaves["maintenance-event"] = maintenanceEvent(v)
-	inst.leaves["preempted"] = upper(v.Preempted)
-	if um := upcoming(v); um != nil {
-		inst.leaves["upcoming-maintenance"] = um
+	inst.leaves["maintenance-event"] = maint
+	inst.leaves["preempted"] = preempted
+	if up != nil {
+		inst.leaves["upcoming-maintenance"] = up
 	} else {
 		inst.leaves["upcoming-maintenance"] = nil
 	}
@@ -97,15 +116,67 @@ func render(v *engine.View) *doc {
 	sched.leaves["provisioning-model"] = map[bool]string{true: "SPOT", false: "STANDARD"}[vm.Spot]
 	proj.leaves["project-id"] = vm.Project
 	proj.leaves["numeric-project-id"] = num
+	return root
+}
 
-	d := &doc{vm: vm, nodes: map[string]*node{}, changed: make(chan struct{})}
-	d.add("", root)
+// render builds the document of view v. Given the VM's previous
+// document prev, it returns nil when nothing a GCE client sees changed,
+// and otherwise re-renders only the dynamic keys, leaving the directories
+// that contain them to be filled on first use.
+func render(v *engine.View, prev *doc) *doc {
+	maint, preempted, up := maintenanceEvent(v), upper(v.Preempted), upcoming(v)
+	upNode := leafNode(nilIfEmpty(up))
+	dynamic := [3]string{maint, preempted, string(upNode.text)}
+	if prev != nil && prev.dynamic == dynamic {
+		return nil
+	}
+	d := &doc{vm: v.VM, dynamic: dynamic, changed: make(chan struct{})}
+	lazyTree := func() *tree { return buildTree(v.VM, maint, preempted, up) }
+	if prev == nil {
+		d.nodes = map[string]*node{}
+		d.add("", lazyTree(), lazyTree)
+		return d
+	}
+	d.nodes = maps.Clone(prev.nodes)
+	d.nodes[dynamicKeys[0]] = leafNode(maint)
+	d.nodes[dynamicKeys[1]] = leafNode(preempted)
+	d.nodes[dynamicKeys[2]] = upNode
+	for _, dir := range []string{"", "instance/"} {
+		old := prev.nodes[dir]
+		d.nodes[dir] = &node{dir: true, text: old.text, json: old.json, fill: dirFill(dir, lazyTree)}
+	}
 	return d
 }
 
+func nilIfEmpty(m map[string]string) any {
+	if m == nil {
+		return nil
+	}
+	return m
+}
+
+// dirFill returns the fill function of the directory at path p of the
+// tree that build makes.
+func dirFill(p string, build func() *tree) func(*node) {
+	return func(n *node) {
+		t := build()
+		for _, part := range strings.Split(strings.TrimSuffix(p, "/"), "/") {
+			if part != "" {
+				t = t.dirs[part]
+			}
+		}
+		n.recursive, _ = json.Marshal(t.recursive())
+		var b strings.Builder
+		t.flatten("", &b)
+		n.recursiveText = []byte(b.String())
+		n.etag = etag(n.recursive)
+	}
+}
+
 // add renders directory t at path p (empty or ending in "/") and
-// everything below it.
-func (d *doc) add(p string, t *tree) {
+// everything below it; the directories' recursive forms are filled on
+// first use from the tree that build makes.
+func (d *doc) add(p string, t *tree, build func() *tree) {
 	var list []string
 	for _, k := range slices.Sorted(maps.Keys(t.leaves)) {
 		list = append(list, k)
@@ -113,17 +184,12 @@ func (d *doc) add(p string, t *tree) {
 	}
 	for _, k := range slices.Sorted(maps.Keys(t.dirs)) {
 		list = append(list, k+"/")
-		d.add(p+k+"/", t.dirs[k])
+		d.add(p+k+"/", t.dirs[k], build)
 	}
 	slices.Sort(list)
-	n := &node{dir: true}
+	n := &node{dir: true, fill: dirFill(p, build)}
 	n.text = []byte(strings.Join(list, "\n") + "\n")
 	n.json, _ = json.Marshal(list)
-	n.recursive, _ = json.Marshal(t.recursive())
-	var b strings.Builder
-	t.flatten("", &b)
-	n.recursiveText = []byte(b.String())
-	n.etag = etag(n.recursive)
 	d.nodes[p] = n
 }
 
