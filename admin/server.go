@@ -28,8 +28,9 @@ import (
 )
 
 // MaxBodyBytes is the largest request body the server reads; a larger
-// one is refused with 413 Request Entity Too Large.
-const MaxBodyBytes = 64 << 10
+// one is refused with 413 Request Entity Too Large. It is larger than the
+// metadata API's 64 KiB so one event can name thousands of VMs.
+const MaxBodyBytes = 1 << 20
 
 // CreateRequest is the body of POST /v1/events.
 type CreateRequest struct {

@@ -66,9 +66,15 @@ func NewServer(eng *engine.Engine, log *slog.Logger) *Server {
 		docs:  make(map[string]*atomic.Pointer[doc], len(eng.Fleet().VMs)),
 	}
 	for _, vm := range eng.Fleet().VMs {
-		s.docs[vm.Name] = new(atomic.Pointer[doc])
+		if vm.Provider == forewarn.Azure {
+			s.docs[vm.Name] = new(atomic.Pointer[doc])
+		}
 	}
-	eng.Subscribe(func(v *engine.View) { s.docs[v.VM.Name].Store(render(v)) })
+	eng.Subscribe(func(v *engine.View) {
+		if p := s.docs[v.VM.Name]; p != nil {
+			p.Store(render(v))
+		}
+	})
 
 	s.mux.HandleFunc("/metadata/scheduledevents", s.handleEvents)
 	s.mux.HandleFunc("/metadata/instance", s.handleInstance)

@@ -342,7 +342,8 @@ func (e *Engine) Create(ctx context.Context, s Spec) (*forewarn.Event, error) {
 	if len(s.VMs) == 0 {
 		return nil, forewarn.Errorf(forewarn.EINVALID, "an event needs at least one VM")
 	}
-	for i, name := range s.VMs {
+	named := make(map[string]bool, len(s.VMs))
+	for _, name := range s.VMs {
 		vm := e.fleet.VM(name)
 		if vm == nil {
 			return nil, forewarn.Errorf(forewarn.ENOTFOUND, "unknown VM %q", name)
@@ -354,9 +355,10 @@ func (e *Engine) Create(ctx context.Context, s Spec) (*forewarn.Event, error) {
 			return nil, forewarn.Errorf(forewarn.EINVALID,
 				"VM %q cannot be live migrated (it has a GPU or onHostMaintenance TERMINATE); use %s", name, forewarn.TerminateOnHostMaintenance)
 		}
-		if slices.Contains(s.VMs[:i], name) {
+		if named[name] {
 			return nil, forewarn.Errorf(forewarn.EINVALID, "VM %q is named twice", name)
 		}
+		named[name] = true
 		if first := e.fleet.VM(s.VMs[0]); vm.Provider == forewarn.Azure && vm.UpdateDomain != first.UpdateDomain {
 			return nil, forewarn.Errorf(forewarn.EINVALID,
 				"VMs %q (update domain %d) and %q (update domain %d) are in different update domains; one event spans one update domain",

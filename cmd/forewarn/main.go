@@ -1,10 +1,13 @@
-// Command forewarn is the Forewarn server, its operator CLI and, later,
-// its node agent and load harness.
+// Command forewarn is the Forewarn server, its operator CLI, its node
+// agent and its load harness.
 //
 //	forewarn serve [flags]            run the metadata and operator APIs
 //	forewarn event create|list|approve|start|complete|cancel ...
 //	forewarn vm list|restart|redeploy|evict|delete|degrade ...
 //	forewarn maintenance start|list ...
+//	forewarn agent [flags]            run the node agent on a VM
+//	forewarn audit [--json]           show recorded operator actions
+//	forewarn bench poll|fanout|engine the load harness
 //
 // Run a subcommand with -h for its flags.
 package main
@@ -25,6 +28,9 @@ commands:
   event        create, list, approve, start, complete or cancel events
   vm           list VMs; restart, redeploy, evict, delete or degrade a VM
   maintenance  start or list platform maintenance waves over a scope
+  agent        run the node agent on a VM: watch its events, run handlers, approve
+  audit        show the operator actions the server recorded
+  bench        the load harness: polling load, long-poll fan-out, engine scale
 
 Run 'forewarn <command> -h' for a command's flags.
 `
@@ -51,6 +57,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runVM(ctx, args[1:], stdout, stderr)
 	case "maintenance":
 		return runMaintenance(ctx, args[1:], stdout, stderr)
+	case "agent":
+		return runAgent(ctx, args[1:], stdout, stderr)
+	case "audit":
+		return runAudit(ctx, args[1:], stdout, stderr)
+	case "bench":
+		return runBench(ctx, args[1:], stdout, stderr)
+	case "bench-ceiling":
+		return runBenchCeiling(ctx, args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0

@@ -197,7 +197,9 @@ func TestSoak(t *testing.T) {
 					switch resp.StatusCode {
 					case 200:
 						etag = resp.Header.Get("ETag")
-						var d struct{ Events []struct{ EventId, EventStatus string } }
+						var d struct {
+							Events []struct{ EventId, EventStatus string }
+						}
 						json.Unmarshal(b, &d)
 						for _, ev := range d.Events {
 							if ev.EventStatus == "Scheduled" && r.IntN(20) == 0 {

@@ -1,0 +1,177 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/forewarn/forewarn/bench"
+)
+
+const benchUsage = `usage: forewarn bench <mode> [flags]
+
+modes:
+  poll     polling load from many VMs, Forewarn and the same-run ceiling
+  fanout   hold one GCE long-poll per VM, flip them all with one event
+  engine   create VMs and pending events, measure memory and deadline firing
+
+Every mode takes --json. Run 'forewarn bench <mode> -h' for its flags.
+`
+
+// runBench runs 'forewarn bench MODE'.
+func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, benchUsage)
+		return 2
+	}
+	self, err := os.Executable()
+	if err != nil {
+		fmt.Fprintf(stderr, "forewarn bench: %v\n", err)
+		return 1
+	}
+	fs := flag.NewFlagSet("forewarn bench "+args[0], flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	base := fs.String("addr-base", "127.1.0.1", "first source address of the simulated VMs; each VM has its own")
+	var run func() (any, error)
+	switch args[0] {
+	case "poll":
+		cfg := bench.PollConfig{Binary: self}
+		fs.StringVar(&cfg.API, "api", "azure", "azure (scheduledevents with an event present) or gce (maintenance-event)")
+		fs.IntVar(&cfg.VMs, "vms", 64, "simulated VMs, one keep-alive connection each (the -c of wrk)")
+		fs.DurationVar(&cfg.Duration, "duration", 10*time.Second, "measured time per server, split over the rounds")
+		fs.DurationVar(&cfg.Warmup, "warmup", 2*time.Second, "unmeasured warm-up per server")
+		fs.IntVar(&cfg.Rounds, "rounds", 2, "alternate Forewarn and the ceiling this many times")
+		fs.Float64Var(&cfg.RateLimit, "rate-limit", 0, "the server's --rate-limit (0: throttling off)")
+		fs.BoolVar(&cfg.Ceiling, "ceiling", true, "also measure a minimal net/http server returning the same bytes")
+		fs.StringVar(&cfg.Target, "target", "", "host:port of a running server whose fleet has the VMs at --addr-base (default: start one)")
+		run = func() (any, error) {
+			a, err := netip.ParseAddr(*base)
+			cfg.AddrBase = a
+			if err != nil {
+				return nil, err
+			}
+			if cfg.API != "azure" && cfg.API != "gce" {
+				return nil, fmt.Errorf("--api %q is not azure or gce", cfg.API)
+			}
+			return bench.Poll(ctx, cfg)
+		}
+	case "fanout":
+		cfg := bench.FanoutConfig{Binary: self}
+		fs.IntVar(&cfg.Waiters, "waiters", 1000, "GCE VMs, each holding one long-poll")
+		fs.DurationVar(&cfg.Settle, "settle", 2*time.Second, "time for the server to hold every waiter before measuring")
+		run = func() (any, error) {
+			a, err := netip.ParseAddr(*base)
+			cfg.AddrBase = a
+			if err != nil {
+				return nil, err
+			}
+			return bench.Fanout(ctx, cfg)
+		}
+	case "engine":
+		cfg := bench.EngineConfig{}
+		fs.IntVar(&cfg.VMs, "vms", 10000, "VMs in the fleet")
+		fs.IntVar(&cfg.Events, "events", 10000, "pending events, spread over the VMs")
+		fs.IntVar(&cfg.Fire, "fire", 1000, "deadlines that fire together in each firing measurement")
+		fs.IntVar(&cfg.SmallPending, "small-pending", 1000, "pending events of the baseline firing measurement")
+		run = func() (any, error) { return bench.Engine(ctx, cfg) }
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, benchUsage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "forewarn bench: unknown mode %q\n\n%s", args[0], benchUsage)
+		return 2
+	}
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	rep, err := run()
+	if err != nil {
+		fmt.Fprintf(stderr, "forewarn bench %s: %v\n", args[0], err)
+		return 1
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		enc.Encode(rep)
+		return 0
+	}
+	printBench(stdout, rep)
+	return 0
+}
+
+// printBench prints a report as a human table.
+func printBench(w io.Writer, rep any) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	defer tw.Flush()
+	us := func(d time.Duration) string { return fmt.Sprintf("%.0fµs", float64(d)/1e3) }
+	switch r := rep.(type) {
+	case *bench.PollReport:
+		fmt.Fprintf(tw, "poll %s: %d VMs, %v measured per server, %d-byte answer\n", r.Config.API, r.Config.VMs, r.Config.Duration, r.BodyBytes)
+		fmt.Fprintln(tw, "SERVER\tREQ/S\tREQUESTS\tERRORS\tP50\tP99\tP99.9\tSERVER CPU\tCPU/REQ")
+		runs := []*bench.Run{&r.Forewarn}
+		if r.Ceiling != nil {
+			runs = append(runs, r.Ceiling)
+		}
+		for _, x := range runs {
+			fmt.Fprintf(tw, "%s\t%.0f\t%d\t%d\t%s\t%s\t%s\t%.2f cores\t%s\n", x.Server, x.Throughput, x.Requests, x.Errors,
+				us(x.Latency.P50), us(x.Latency.P99), us(x.Latency.P999), x.ServerCPU, us(x.CPUPerRequest))
+		}
+		if r.Ceiling != nil {
+			fmt.Fprintf(tw, "ratio to the ceiling\t%.3f\n", r.Ratio)
+		}
+	case *bench.FanoutReport:
+		fmt.Fprintf(tw, "fanout: %d waiters, %d delivered\n", r.Config.Waiters, r.Delivered)
+		fmt.Fprintf(tw, "delivery delay\tp50 %s\tp99 %s\tp99.9 %s\tmax %s\n", us(r.Delay.P50), us(r.Delay.P99), us(r.Delay.P999), us(r.Delay.Max))
+		fmt.Fprintf(tw, "server memory\tidle %d KiB\theld %d KiB\t%.0f bytes per waiter\n", r.RSSIdle>>10, r.RSSHeld>>10, r.BytesPerWaiter)
+	case *bench.EngineReport:
+		fmt.Fprintf(tw, "engine: %d VMs, %d pending events\n", r.Config.VMs, r.Config.Events)
+		fmt.Fprintf(tw, "create\t%v total\t%s per event\n", r.CreateTime.Round(time.Millisecond), us(r.PerCreate))
+		fmt.Fprintf(tw, "memory\t%d MiB for the VMs and events\n", r.MemoryBytes>>20)
+		fmt.Fprintf(tw, "per fired deadline\t%s at %d pending\t%s at %d pending\tgrowth %.2fx\n",
+			us(r.PerFireSmall), r.Config.SmallPending, us(r.PerFireLarge), r.Config.Events, r.Growth)
+	}
+}
+
+// runBenchCeiling runs the minimal net/http server the poll mode compares
+// against: every request gets the same body.
+func runBenchCeiling(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("forewarn bench-ceiling", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("addr", "127.0.0.1:0", "listen address")
+	bodyFile := fs.String("body", "", "file with the body to return")
+	ctype := fs.String("content-type", "application/json; charset=utf-8", "Content-Type of the body")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	body, err := os.ReadFile(*bodyFile)
+	if err != nil {
+		fmt.Fprintf(stderr, "forewarn bench-ceiling: %v\n", err)
+		return 1
+	}
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		fmt.Fprintf(stderr, "forewarn bench-ceiling: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "ceiling listening on %s\n", ln.Addr())
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", *ctype)
+		w.Write(body)
+	})}
+	go func() { <-ctx.Done(); srv.Close() }()
+	srv.Serve(ln)
+	return 0
+}
