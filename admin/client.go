@@ -24,8 +24,8 @@ import (
 type Client struct {
 	// Token, when set, is sent as the bearer token.
 	Token string
-	base string
-	hc   *http.Client
+	base  string
+	hc    *http.Client
 }
 
 // NewClient returns a client of the server at baseURL, such as
