@@ -1,0 +1,73 @@
+package engine_test
+
+import (
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/forewarn/forewarn"
+	"github.com/forewarn/forewarn/engine"
+	"github.com/forewarn/forewarn/mem"
+)
+
+func benchEngine(b *testing.B, vms int) (*engine.Engine, *atomic.Int64) {
+	f := &forewarn.Fleet{VMs: make([]*forewarn.VM, vms)}
+	for i := range f.VMs {
+		f.VMs[i] = &forewarn.VM{Name: fmt.Sprintf("vm%d", i), Provider: forewarn.Azure}
+	}
+	e, err := engine.New(b.Context(), engine.Config{Store: mem.New(), Fleet: f, AllowShortNotice: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { e.Close() })
+	published := new(atomic.Int64)
+	e.Subscribe(func(*engine.View) { published.Add(1) })
+	return e, published
+}
+
+// BenchmarkSchedule is the schedule path: validate, commit, publish one
+// view, arm a timer.
+func BenchmarkSchedule(b *testing.B) {
+	const vms = 10000
+	e, _ := benchEngine(b, vms)
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		_, err := e.Create(b.Context(), engine.Spec{Type: forewarn.Freeze, VMs: []string{fmt.Sprintf("vm%d", i%vms)},
+			Source: forewarn.User, Notice: 24 * time.Hour})
+		if err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}
+
+// BenchmarkFire is the fire path: b.N deadlines fall due at the same
+// instant, with 10,000 other events pending; the time is from that
+// instant until every one has started and published its view.
+func BenchmarkFire(b *testing.B) {
+	const vms = 10000
+	e, published := benchEngine(b, vms)
+	for i := range vms {
+		e.Create(b.Context(), engine.Spec{Type: forewarn.Freeze, VMs: []string{fmt.Sprintf("vm%d", i)},
+			Source: forewarn.User, Notice: 48 * time.Hour})
+	}
+	n := b.N
+	at := time.Now().Truncate(time.Second).Add(3 * time.Second)
+	for i := range n {
+		if _, err := e.Create(b.Context(), engine.Spec{Type: forewarn.Freeze, VMs: []string{fmt.Sprintf("vm%d", i%vms)},
+			Source: forewarn.User, Notice: time.Until(at) - 10*time.Millisecond, Lasts: time.Hour}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if time.Now().After(at) {
+		b.Fatalf("creating %d events took past their deadline: run with -benchtime 5000x", n)
+	}
+	want := published.Load() + int64(n)
+	time.Sleep(time.Until(at))
+	b.ResetTimer()
+	for published.Load() < want {
+		time.Sleep(50 * time.Microsecond)
+	}
+}
