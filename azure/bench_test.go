@@ -98,3 +98,25 @@ func TestGetEventsDoesNotAllocate(t *testing.T) {
 		t.Fatalf("%v allocations per GET", n)
 	}
 }
+
+// BenchmarkGetEventsRateLimited is BenchmarkGetEvents with throttling on
+// at a rate the loop never reaches, so every request pays the limiter.
+func BenchmarkGetEventsRateLimited(b *testing.B) {
+	e, h := setup(b)
+	h.(interface{ SetRateLimit(float64) }).SetRateLimit(1e12)
+	if _, err := e.Create(b.Context(), engine.Spec{Type: forewarn.Reboot, VMs: []string{"web_0"}, Source: forewarn.User}); err != nil {
+		b.Fatal(err)
+	}
+	r := httptest.NewRequest("GET", path+"2020-07-01", nil)
+	r.RemoteAddr = web0
+	r.Header.Set("Metadata", "true")
+	w := &discard{h: http.Header{}}
+	b.ReportAllocs()
+	for b.Loop() {
+		clear(w.h)
+		h.ServeHTTP(w, r)
+	}
+	if w.code != 200 {
+		b.Fatalf("status %d", w.code)
+	}
+}
