@@ -20,6 +20,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/pprof"
 	"strings"
 	"time"
 
@@ -145,6 +146,10 @@ func NewServer(eng *engine.Engine, log *slog.Logger) *Server {
 	s.mux.HandleFunc("POST /v1/vms/{name}/delete", s.handleDelete)
 	s.mux.HandleFunc("POST /v1/vms/{name}/degrade", s.handleDegrade)
 	s.mux.HandleFunc("GET /v1/audit", s.handleAudit)
+	// Go's profiler, behind the same loopback-or-token rule as the rest.
+	s.mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	s.mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	s.mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	return s
 }
 

@@ -30,10 +30,13 @@ type FanoutReport struct {
 	Delay Latency `json:"delay"`
 	// RSSIdle and RSSHeld are the server's resident memory before the
 	// waiters connect and while they are all held.
-	RSSIdle          int64   `json:"rssIdleBytes"`
-	RSSHeld          int64   `json:"rssHeldBytes"`
-	BytesPerWaiter   float64 `json:"bytesPerWaiter"`
-	FlipRequestTaken time.Duration
+	RSSIdle        int64   `json:"rssIdleBytes"`
+	RSSHeld        int64   `json:"rssHeldBytes"`
+	BytesPerWaiter float64 `json:"bytesPerWaiter"`
+	// FlipRequest is how long the operator's request took, and ServerCPU
+	// the server's CPU time from that request until every answer arrived.
+	FlipRequest time.Duration `json:"flipRequest"`
+	ServerCPU   time.Duration `json:"serverCPU"`
 }
 
 // Fanout holds one long-poll per GCE VM, flips every VM's
@@ -112,11 +115,12 @@ func Fanout(ctx context.Context, cfg FanoutConfig) (*FanoutReport, error) {
 		names[i] = fmt.Sprintf("vm%d", i)
 	}
 	vms, _ := json.Marshal(names)
+	cpu0, _ := srv.cpu()
 	flip := time.Now()
 	if err := createEvent(ctx, srv.admin, `{"type":"MIGRATE_ON_HOST_MAINTENANCE","started":true,"lasts":"1h","vms":`+string(vms)+`}`); err != nil {
 		return nil, err
 	}
-	rep.FlipRequestTaken = time.Since(flip)
+	rep.FlipRequest = time.Since(flip)
 	delays := make([]time.Duration, 0, len(conns))
 	timeout := time.After(60 * time.Second)
 	for range conns {
@@ -134,6 +138,8 @@ func Fanout(ctx context.Context, cfg FanoutConfig) (*FanoutReport, error) {
 		}
 	}
 	wg.Wait()
+	cpu1, _ := srv.cpu()
+	rep.ServerCPU = cpu1 - cpu0
 	rep.Delivered = len(delays)
 	rep.Delay = summarize(delays)
 	return rep, nil

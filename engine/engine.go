@@ -93,8 +93,14 @@ type View struct {
 	// Deleted reports whether the VM is gone: an Azure VM whose Preempt or
 	// Terminate completed. It answers no more requests.
 	Deleted bool
+	// own holds the IDs of the visible events whose Resources name the VM.
+	own     map[string]bool
 	changed chan struct{}
 }
+
+// Own reports whether ev, one of v.Events, names v's VM in its
+// Resources (rather than being seen through a shared scope).
+func (v *View) Own(ev *forewarn.Event) bool { return v.own[ev.ID] }
 
 // Changed returns a channel that is closed when a newer View replaces v.
 func (v *View) Changed() <-chan struct{} { return v.changed }
@@ -596,9 +602,12 @@ func (e *Engine) commit(ctx context.Context, now time.Time, changed []*forewarn.
 			}
 		}
 	}
+	// DocumentIncarnation is an Azure notion: only Azure VMs count changes.
 	incs := make(map[string]int64, len(touched))
 	for name := range touched {
-		incs[name] = e.inc[name] + 1
+		if vm := e.fleet.VM(name); vm != nil && vm.Provider == forewarn.Azure {
+			incs[name] = e.inc[name] + 1
+		}
 	}
 	rev, err := e.store.Commit(ctx, &forewarn.Change{Revision: e.rev, Events: changed, Incarnations: incs, VMs: vms})
 	if err != nil {
@@ -637,6 +646,9 @@ func (e *Engine) buildView(vm *forewarn.VM) *View {
 	var seen map[string]bool
 	for _, group := range e.peers[vm.Name] {
 		for _, p := range group {
+			if p == vm {
+				continue // its own events are added below
+			}
 			for id, ev := range e.byVM[p.Name] {
 				if !ev.Status.Active() || seen[id] {
 					continue
@@ -649,11 +661,20 @@ func (e *Engine) buildView(vm *forewarn.VM) *View {
 			}
 		}
 	}
-	for _, ev := range e.byVM[vm.Name] {
+	for id, ev := range e.byVM[vm.Name] {
+		if ev.Status.Active() {
+			if v.own == nil {
+				v.own = map[string]bool{}
+			}
+			v.own[id] = true
+			if !seen[id] {
+				v.Events = append(v.Events, ev)
+			}
+		}
 		if ev.Type == forewarn.Preempt {
 			v.Preempted = v.Preempted || ev.Status == forewarn.Started || ev.Status == forewarn.Completed
 		}
-		if deletes(vm, ev) {
+		if ends(ev) {
 			v.Stopped = v.Stopped || vm.Provider == forewarn.GCE
 			v.Deleted = v.Deleted || vm.Provider == forewarn.Azure
 		}

@@ -32,11 +32,11 @@ func (e *Engine) gated(ev *forewarn.Event) bool {
 	return ev.Type == forewarn.Terminate && e.scaleSetOf(ev) != ""
 }
 
-// deletes reports whether ev has removed vm from the fleet: a completed
-// Preempt or Terminate of it. A Compute Engine VM is stopped rather than
-// deleted.
-func deletes(vm *forewarn.VM, ev *forewarn.Event) bool {
-	return ev.Status == forewarn.Completed && (ev.Type == forewarn.Preempt || ev.Type == forewarn.Terminate) && ev.Affects(vm.Name)
+// ends reports whether ev removes its Resources from the fleet: a
+// completed Preempt or Terminate. A Compute Engine VM is stopped rather
+// than deleted.
+func ends(ev *forewarn.Event) bool {
+	return ev.Status == forewarn.Completed && (ev.Type == forewarn.Preempt || ev.Type == forewarn.Terminate)
 }
 
 // deleted reports whether the Azure VM named name is gone. e.mu must be

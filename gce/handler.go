@@ -75,12 +75,13 @@ func NewServer(eng *engine.Engine, log *slog.Logger) *Server {
 			s.waiters[vm.Name] = new(atomic.Int64)
 		}
 	}
+	cache := &renderCache{}
 	eng.Subscribe(func(v *engine.View) {
 		p := s.docs[v.VM.Name]
 		if p == nil {
 			return
 		}
-		d := render(v, p.Load())
+		d := render(v, p.Load(), cache)
 		if d == nil {
 			return // nothing a GCE client sees changed
 		}
@@ -226,12 +227,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := s.docs[vm.Name].Load()
-	n := d.nodes[key]
+	n := d.node(key)
 	if n != nil {
 		n = n.ready()
 	}
 	if n == nil {
-		if d.nodes[key+"/"] != nil {
+		if d.node(key+"/") != nil {
 			u := *r.URL
 			u.Path += "/"
 			http.Redirect(w, r, u.RequestURI(), http.StatusMovedPermanently)
@@ -286,7 +287,7 @@ func (s *Server) wait(r *http.Request, d *doc, key string, n *node, p params) *n
 			return n
 		case <-d.changed:
 			d = d.next
-			n = d.nodes[key].ready()
+			n = d.node(key).ready()
 			if n.etag[0] != p.lastETag {
 				return n
 			}

@@ -11,6 +11,8 @@
 package gce
 
 import (
+	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
@@ -61,8 +63,12 @@ func (n *node) ready() *node {
 
 // doc is one VM's rendered tree as of one engine view.
 type doc struct {
-	vm    *forewarn.VM
-	nodes map[string]*node // by path below /computeMetadata/v1/, directories with a trailing "/"
+	vm *forewarn.VM
+	// static holds the keys and directories that never change, shared by
+	// all of a VM's documents; over holds the five that do (the dynamic
+	// keys and the two directories above them), in overKeys order.
+	static map[string]*node // by path below /computeMetadata/v1/, directories with a trailing "/"
+	over   [5]*node
 	// dynamic holds the values of the keys that change, to tell whether a
 	// new view changes anything a GCE client sees.
 	dynamic [3]string
@@ -86,8 +92,19 @@ type tree struct {
 
 func newTree() *tree { return &tree{leaves: map[string]any{}, dirs: map[string]*tree{}} }
 
-// dynamicKeys are the keys whose values change with the engine's view.
-var dynamicKeys = [3]string{"instance/maintenance-event", "instance/preempted", "instance/upcoming-maintenance"}
+// overKeys are the paths whose nodes change with the engine's view: the
+// three dynamic keys, then the two directories above them.
+var overKeys = [5]string{"instance/maintenance-event", "instance/preempted", "instance/upcoming-maintenance", "instance/", ""}
+
+// node returns the node at path key, or nil.
+func (d *doc) node(key string) *node {
+	for i, k := range overKeys {
+		if k == key {
+			return d.over[i]
+		}
+	}
+	return d.static[key]
+}
 
 // buildTree assembles the whole metadata tree of vm with the given
 // dynamic values.
@@ -123,27 +140,30 @@ func buildTree(vm *forewarn.VM, maint, preempted string, up map[string]string) *
 // document prev, it returns nil when nothing a GCE client sees changed,
 // and otherwise re-renders only the dynamic keys, leaving the directories
 // that contain them to be filled on first use.
-func render(v *engine.View, prev *doc) *doc {
-	maint, preempted, up := maintenanceEvent(v), upper(v.Preempted), upcoming(v)
-	upNode := leafNode(nilIfEmpty(up))
-	dynamic := [3]string{maint, preempted, string(upNode.text)}
+func render(v *engine.View, prev *doc, c *renderCache) *doc {
+	maint, preempted := maintenanceEvent(v), upper(v.Preempted)
+	up, upNode, upText := c.upcoming(upcomingEvent(v))
+	dynamic := [3]string{maint, preempted, upText}
 	if prev != nil && prev.dynamic == dynamic {
 		return nil
 	}
 	d := &doc{vm: v.VM, dynamic: dynamic, changed: make(chan struct{})}
 	lazyTree := func() *tree { return buildTree(v.VM, maint, preempted, up) }
 	if prev == nil {
-		d.nodes = map[string]*node{}
-		d.add("", lazyTree(), lazyTree)
+		all := map[string]*node{}
+		d.add(all, "", lazyTree(), lazyTree)
+		for i, k := range overKeys {
+			d.over[i] = all[k]
+			delete(all, k)
+		}
+		d.static = all
 		return d
 	}
-	d.nodes = maps.Clone(prev.nodes)
-	d.nodes[dynamicKeys[0]] = leafNode(maint)
-	d.nodes[dynamicKeys[1]] = leafNode(preempted)
-	d.nodes[dynamicKeys[2]] = upNode
-	for _, dir := range []string{"", "instance/"} {
-		old := prev.nodes[dir]
-		d.nodes[dir] = &node{dir: true, text: old.text, json: old.json, fill: dirFill(dir, lazyTree)}
+	d.static = prev.static
+	d.over[0], d.over[1], d.over[2] = c.leaf(maint), c.leaf(preempted), upNode
+	for i := 3; i < 5; i++ {
+		old := prev.over[i]
+		d.over[i] = &node{dir: true, text: old.text, json: old.json, fill: dirFill(overKeys[i], lazyTree)}
 	}
 	return d
 }
@@ -176,21 +196,21 @@ func dirFill(p string, build func() *tree) func(*node) {
 // add renders directory t at path p (empty or ending in "/") and
 // everything below it; the directories' recursive forms are filled on
 // first use from the tree that build makes.
-func (d *doc) add(p string, t *tree, build func() *tree) {
+func (d *doc) add(nodes map[string]*node, p string, t *tree, build func() *tree) {
 	var list []string
 	for _, k := range slices.Sorted(maps.Keys(t.leaves)) {
 		list = append(list, k)
-		d.nodes[p+k] = leafNode(t.leaves[k])
+		nodes[p+k] = leafNode(t.leaves[k])
 	}
 	for _, k := range slices.Sorted(maps.Keys(t.dirs)) {
 		list = append(list, k+"/")
-		d.add(p+k+"/", t.dirs[k], build)
+		d.add(nodes, p+k+"/", t.dirs[k], build)
 	}
 	slices.Sort(list)
 	n := &node{dir: true, fill: dirFill(p, build)}
 	n.text = []byte(strings.Join(list, "\n") + "\n")
 	n.json, _ = json.Marshal(list)
-	d.nodes[p] = n
+	nodes[p] = n
 }
 
 // recursive returns t as recursive=true shows it: camelCase keys,
@@ -238,7 +258,7 @@ func leafNode(v any) *node {
 		n.json = n.text
 	case string:
 		n.text = []byte(v)
-		n.json, _ = json.Marshal(v)
+		n.json = quote(v)
 	case int64:
 		n.text = strconv.AppendInt(nil, v, 10)
 		n.json = n.text
@@ -251,17 +271,37 @@ func leafNode(v any) *node {
 			b.WriteString(k + " " + v[k])
 		}
 		n.text = []byte(b.String())
-		n.json, _ = json.Marshal(v)
+		j := []byte{'{'}
+		for i, k := range upcomingFields {
+			if i > 0 {
+				j = append(j, ',')
+			}
+			j = append(append(append(j, quote(k)...), ':'), quote(v[k])...)
+		}
+		n.json = append(j, '}')
 	}
 	n.etag = etag(n.text)
 	return n
+}
+
+// quote renders s as a JSON string: directly for the plain tokens the
+// metadata values are, through encoding/json otherwise.
+func quote(s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < ' ' || c > '~' || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			b, _ := json.Marshal(s)
+			return b
+		}
+	}
+	return append(append(append(make([]byte, 0, len(s)+2), '"'), s...), '"')
 }
 
 // etag derives a 16-hex-digit ETag from a value, as a header value.
 func etag(b []byte) []string {
 	h := fnv.New64a()
 	h.Write(b)
-	return []string{fmt.Sprintf("%016x", h.Sum64())}
+	var sum [8]byte
+	return []string{hex.EncodeToString(binary.BigEndian.AppendUint64(sum[:0], h.Sum64()))}
 }
 
 // maintenanceEvent returns the maintenance-event value of view v: the
@@ -272,20 +312,73 @@ func maintenanceEvent(v *engine.View) string {
 		return "NONE"
 	}
 	for _, ev := range v.Events {
-		if ev.Type.HostMaintenance() && ev.Affects(v.VM.Name) && (ev.Status == forewarn.Started || !ev.WarnedAt.IsZero()) {
+		if ev.Type.HostMaintenance() && v.Own(ev) && (ev.Status == forewarn.Started || !ev.WarnedAt.IsZero()) {
 			return string(ev.Type)
 		}
 	}
 	return "NONE"
 }
 
-// upcoming returns the upcoming-maintenance fields of view v's first
-// host maintenance event, or nil when none is announced.
-func upcoming(v *engine.View) map[string]string {
+// renderCache shares rendered nodes between VMs whose values are equal,
+// so one event's change over thousands of VMs renders its nodes once. It
+// is used under the engine's lock only, and forgets everything when it
+// grows past cacheSize entries.
+type renderCache struct {
+	leaves map[string]*node
+	up     map[*forewarn.Event]upcomingEntry
+}
+
+type upcomingEntry struct {
+	fields map[string]string
+	node   *node
+	text   string
+}
+
+const cacheSize = 4096
+
+func (c *renderCache) leaf(v string) *node {
+	if n := c.leaves[v]; n != nil {
+		return n
+	}
+	if c.leaves == nil || len(c.leaves) >= cacheSize {
+		c.leaves = map[string]*node{}
+	}
+	n := leafNode(v)
+	c.leaves[v] = n
+	return n
+}
+
+// upcoming returns the upcoming-maintenance fields, node and text of ev,
+// or the absent node when ev is nil.
+func (c *renderCache) upcoming(ev *forewarn.Event) (map[string]string, *node, string) {
+	if e, ok := c.up[ev]; ok {
+		return e.fields, e.node, e.text
+	}
+	if c.up == nil || len(c.up) >= cacheSize {
+		c.up = map[*forewarn.Event]upcomingEntry{}
+	}
+	f := upcomingFieldsOf(ev)
+	n := leafNode(nilIfEmpty(f))
+	e := upcomingEntry{fields: f, node: n, text: string(n.text)}
+	c.up[ev] = e
+	return e.fields, e.node, e.text
+}
+
+// upcomingEvent returns view v's first host maintenance event of its own
+// VM, or nil.
+func upcomingEvent(v *engine.View) *forewarn.Event {
 	for _, ev := range v.Events {
-		if !ev.Type.HostMaintenance() || !ev.Affects(v.VM.Name) {
-			continue
+		if ev.Type.HostMaintenance() && v.Own(ev) {
+			return ev
 		}
+	}
+	return nil
+}
+
+// upcomingFieldsOf returns the upcoming-maintenance fields of a host
+// maintenance event, or nil for none.
+func upcomingFieldsOf(ev *forewarn.Event) map[string]string {
+	if ev != nil {
 		start, status, canReschedule := ev.NotBefore, "PENDING", "true"
 		if ev.Status == forewarn.Started {
 			start, status, canReschedule = ev.StartedAt, "ONGOING", "false"
