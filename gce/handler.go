@@ -22,7 +22,6 @@ const Prefix = "/computeMetadata/v1/"
 
 var (
 	hdrGoogle = []string{"Google"}
-	hdrServer = []string{"Metadata Server for VM"}
 	hdrText   = []string{"application/text"}
 	hdrJSON   = []string{"application/json"}
 	hdrHTML   = []string{"text/html; charset=UTF-8"}
@@ -180,7 +179,6 @@ func parseParams(raw string) (params, string) {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h["Metadata-Flavor"] = hdrGoogle
-	h["Server"] = hdrServer
 	vm := s.Caller(r)
 	switch {
 	case vm == nil:
@@ -313,6 +311,7 @@ func write(w http.ResponseWriter, n *node, p params) {
 	case p.alt == "json":
 		writeJSON(w, n.json)
 	default:
+		h["Content-Length"] = n.textLen
 		writeText(w, n.text, n.etag)
 	}
 }

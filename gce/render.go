@@ -39,6 +39,8 @@ type node struct {
 	recursive []byte
 	// recursiveText is the recursive=true&alt=text body of a directory.
 	recursiveText []byte
+	// textLen is len(text) as a Content-Length header value.
+	textLen []string
 	// etag is 16 lower-case hex digits derived from the value, ready to
 	// assign as a header value.
 	etag []string
@@ -163,7 +165,7 @@ func render(v *engine.View, prev *doc, c *renderCache) *doc {
 	d.over[0], d.over[1], d.over[2] = c.leaf(maint), c.leaf(preempted), upNode
 	for i := 3; i < 5; i++ {
 		old := prev.over[i]
-		d.over[i] = &node{dir: true, text: old.text, json: old.json, fill: dirFill(overKeys[i], lazyTree)}
+		d.over[i] = &node{dir: true, text: old.text, textLen: old.textLen, json: old.json, fill: dirFill(overKeys[i], lazyTree)}
 	}
 	return d
 }
@@ -209,6 +211,7 @@ func (d *doc) add(nodes map[string]*node, p string, t *tree, build func() *tree)
 	slices.Sort(list)
 	n := &node{dir: true, fill: dirFill(p, build)}
 	n.text = []byte(strings.Join(list, "\n") + "\n")
+	n.textLen = []string{strconv.Itoa(len(n.text))}
 	n.json, _ = json.Marshal(list)
 	nodes[p] = n
 }
@@ -281,6 +284,7 @@ func leafNode(v any) *node {
 		n.json = append(j, '}')
 	}
 	n.etag = etag(n.text)
+	n.textLen = []string{strconv.Itoa(len(n.text))}
 	return n
 }
 
