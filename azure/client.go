@@ -3,15 +3,12 @@ package azure
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"math"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -22,6 +19,7 @@ import (
 	"time"
 
 	"github.com/forewarn/forewarn"
+	"github.com/forewarn/forewarn/internal/retry"
 )
 
 // DefaultEndpoint is the real IMDS address.
@@ -412,23 +410,23 @@ func (c *Client) do(ctx context.Context, method, u string, body []byte, hdr http
 		}
 		var pause time.Duration
 		switch {
-		case err != nil && !retryableError(err):
+		case err != nil && !retry.Error(err):
 			return nil, err
 		case err != nil:
 			last = err
-			pause = backoff(c.retryMin, c.retryMax, attempt)
+			pause = retry.Backoff(c.retryMin, c.retryMax, attempt)
 			c.log.Warn("IMDS request failed; retrying", logMethod, method, logURL, u, logAttempt, attempt+1, logErr, err, logWait, pause)
-		case retryableStatus(r.status):
+		case retry.Status(r.status):
 			last = r.statusError()
-			pause = backoff(c.retryMin, c.retryMax, attempt)
-			if ra, ok := retryAfter(r, time.Now()); ok {
+			pause = retry.Backoff(c.retryMin, c.retryMax, attempt)
+			if ra, ok := retry.After(r.status, r.header, time.Now()); ok {
 				pause = ra
 			}
 			c.log.Warn("IMDS answered an error; retrying", logMethod, method, logURL, u, logAttempt, attempt+1, logStatus, r.status, logWait, pause)
 		default:
 			return r, nil
 		}
-		if err := sleep(ctx, pause); err != nil {
+		if err := retry.Sleep(ctx, pause); err != nil {
 			return nil, lastError(err, last)
 		}
 	}
@@ -450,7 +448,7 @@ func (c *Client) once(ctx context.Context, method, u string, body []byte, hdr ht
 	}
 	req, err := http.NewRequestWithContext(ctx, method, u, rd)
 	if err != nil {
-		return nil, permanentError{err}
+		return nil, retry.Permanent{Err: err}
 	}
 	for k, v := range hdr {
 		req.Header[k] = v
@@ -466,81 +464,6 @@ func (c *Client) once(ctx context.Context, method, u string, body []byte, hdr ht
 		return nil, err
 	}
 	return &response{status: resp.StatusCode, header: resp.Header, body: b}, nil
-}
-
-// retryableStatus reports whether an answer with status code may change
-// when asked again: throttling, a gone resource (IMDS answers 410 while
-// it starts) and server errors.
-func retryableStatus(code int) bool {
-	return code == http.StatusTooManyRequests || code == http.StatusGone || code >= 500
-}
-
-// retryableError reports whether a failed request may succeed when sent
-// again: any failure to connect, send or read (refused, reset, EOF,
-// timeouts, name resolution), but not a certificate that does not verify.
-func retryableError(err error) bool {
-	var (
-		perm    permanentError
-		verify  *tls.CertificateVerificationError
-		unknown x509.UnknownAuthorityError
-		host    x509.HostnameError
-	)
-	return !errors.As(err, &perm) && !errors.As(err, &verify) && !errors.As(err, &unknown) && !errors.As(err, &host)
-}
-
-// permanentError is a failure to build a request, which sending it again
-// cannot fix.
-type permanentError struct{ error }
-
-func (e permanentError) Unwrap() error { return e.error }
-
-// retryAfter returns the wait a 429 or 503 answer asks for in its
-// Retry-After header, in seconds or as an HTTP date.
-func retryAfter(r *response, now time.Time) (time.Duration, bool) {
-	if r.status != http.StatusTooManyRequests && r.status != http.StatusServiceUnavailable {
-		return 0, false
-	}
-	v := strings.TrimSpace(r.header.Get("Retry-After"))
-	if v == "" {
-		return 0, false
-	}
-	if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
-		return time.Duration(min(n, math.MaxInt64/int64(time.Second))) * time.Second, true
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		return max(t.Sub(now), 0), true
-	}
-	return 0, false
-}
-
-// backoff returns the wait before retry attempt n (from 0): a uniform
-// random duration up to min(ceiling, initial·2ⁿ), the "full jitter" scheme.
-func backoff(initial, ceiling time.Duration, n int) time.Duration {
-	bound := ceiling
-	if n < 62 {
-		if b := initial << n; b > 0 && b < ceiling {
-			bound = b
-		}
-	}
-	if bound <= 0 {
-		return 0
-	}
-	return rand.N(bound + 1)
-}
-
-// sleep waits d or until ctx ends, whichever comes first.
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // wireDocument is a Scheduled Events document as any api-version sends

@@ -2,26 +2,22 @@ package gce
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/forewarn/forewarn"
+	"github.com/forewarn/forewarn/internal/retry"
 )
 
 // DefaultEndpoint is the real metadata server's address.
@@ -298,25 +294,25 @@ func (c *Client) do(ctx context.Context, u string, wait bool) (*response, error)
 		}
 		var pause time.Duration
 		switch {
-		case err != nil && !retryableError(err):
+		case err != nil && !retry.Error(err):
 			return nil, err
 		case err != nil:
 			last = err
-			pause = backoff(c.retryMin, c.retryMax, attempt)
+			pause = retry.Backoff(c.retryMin, c.retryMax, attempt)
 			c.log.Warn("metadata request failed; retrying", logURL, u, logAttempt, attempt+1, logErr, err, logWait, pause)
 		case !strings.EqualFold(r.header.Get("Metadata-Flavor"), "Google"):
 			return nil, fmt.Errorf("%w (status %d)", ErrNotMetadataServer, r.status)
-		case retryableStatus(r.status) && !r.absent():
+		case retry.Status(r.status) && !r.absent():
 			last = r.statusError()
-			pause = backoff(c.retryMin, c.retryMax, attempt)
-			if ra, ok := retryAfter(r, time.Now()); ok {
+			pause = retry.Backoff(c.retryMin, c.retryMax, attempt)
+			if ra, ok := retry.After(r.status, r.header, time.Now()); ok {
 				pause = ra
 			}
 			c.log.Warn("metadata server answered an error; retrying", logURL, u, logAttempt, attempt+1, logStatus, r.status, logWait, pause)
 		default:
 			return r, nil
 		}
-		if err := sleep(ctx, pause); err != nil {
+		if err := retry.Sleep(ctx, pause); err != nil {
 			return nil, lastError(err, last)
 		}
 	}
@@ -341,7 +337,7 @@ func (c *Client) once(ctx context.Context, u string, wait bool) (*response, erro
 	}
 	req, err := http.NewRequestWithContext(actx, http.MethodGet, u, nil)
 	if err != nil {
-		return nil, permanentError{err}
+		return nil, retry.Permanent{Err: err}
 	}
 	req.Header.Set("Metadata-Flavor", "Google")
 	resp, err := c.hc.Do(req)
@@ -354,81 +350,6 @@ func (c *Client) once(ctx context.Context, u string, wait bool) (*response, erro
 		return nil, err
 	}
 	return &response{status: resp.StatusCode, header: resp.Header, body: b}, nil
-}
-
-// retryableStatus reports whether an answer with status code may change
-// when asked again: throttling, a gone resource and server errors.
-func retryableStatus(code int) bool {
-	return code == http.StatusTooManyRequests || code == http.StatusGone || code >= 500
-}
-
-// retryableError reports whether a failed request may succeed when sent
-// again: any failure to connect, send or read (refused, reset, EOF,
-// timeouts, name resolution), but not a certificate that does not verify.
-func retryableError(err error) bool {
-	var (
-		perm    permanentError
-		verify  *tls.CertificateVerificationError
-		unknown x509.UnknownAuthorityError
-		host    x509.HostnameError
-	)
-	return !errors.As(err, &perm) && !errors.As(err, &verify) && !errors.As(err, &unknown) && !errors.As(err, &host)
-}
-
-// permanentError is a failure to build a request, which sending it again
-// cannot fix.
-type permanentError struct{ error }
-
-func (e permanentError) Unwrap() error { return e.error }
-
-// retryAfter returns the wait a 429 or 503 answer asks for in its
-// Retry-After header, in seconds or as an HTTP date.
-func retryAfter(r *response, now time.Time) (time.Duration, bool) {
-	if r.status != http.StatusTooManyRequests && r.status != http.StatusServiceUnavailable {
-		return 0, false
-	}
-	v := strings.TrimSpace(r.header.Get("Retry-After"))
-	if v == "" {
-		return 0, false
-	}
-	if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
-		return time.Duration(min(n, math.MaxInt64/int64(time.Second))) * time.Second, true
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		return max(t.Sub(now), 0), true
-	}
-	return 0, false
-}
-
-// backoff returns the wait before retry attempt n (from 0): a uniform
-// random duration up to min(ceiling, initial·2ⁿ), the "full jitter"
-// scheme.
-func backoff(initial, ceiling time.Duration, n int) time.Duration {
-	bound := ceiling
-	if n < 62 {
-		if b := initial << n; b > 0 && b < ceiling {
-			bound = b
-		}
-	}
-	if bound <= 0 {
-		return 0
-	}
-	return rand.N(bound + 1)
-}
-
-// sleep waits d or until ctx ends, whichever comes first.
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // watched are the keys Watch follows, in the order Notices lists what
@@ -571,7 +492,7 @@ func (c *Client) Watch(ctx context.Context, fn func([]forewarn.Notice) error) er
 					// The server answered without a change (it gave no ETag,
 					// or ignored last_etag): wait before asking again rather
 					// than spin.
-					if sleep(ctx, backoff(c.retryMin, c.retryMax, idle)) != nil {
+					if retry.Sleep(ctx, retry.Backoff(c.retryMin, c.retryMax, idle)) != nil {
 						return
 					}
 					idle++

@@ -1,0 +1,80 @@
+package retry
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"testing"
+	"time"
+)
+
+func TestStatus(t *testing.T) {
+	for code, want := range map[int]bool{200: false, 400: false, 403: false, 404: false, 410: true, 429: true, 500: true, 503: true} {
+		if Status(code) != want {
+			t.Errorf("Status(%d) = %v", code, !want)
+		}
+	}
+}
+
+func TestError(t *testing.T) {
+	if !Error(io.ErrUnexpectedEOF) || !Error(errors.New("connection refused")) {
+		t.Error("transport failures must be retried")
+	}
+	if Error(Permanent{Err: errors.New("bad URL")}) || Error(errors.Join(errors.New("x"), Permanent{Err: io.EOF})) {
+		t.Error("a Permanent error must not be retried")
+	}
+}
+
+func TestAfter(t *testing.T) {
+	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	h := func(v string) http.Header { return http.Header{"Retry-After": {v}} }
+	cases := []struct {
+		status int
+		hdr    http.Header
+		want   time.Duration
+		ok     bool
+	}{
+		{429, h("3"), 3 * time.Second, true},
+		{503, h(" 0 "), 0, true},
+		{503, h("Sat, 21 Nov 2026 12:00:05 GMT"), 5 * time.Second, true},
+		{503, h("Sat, 21 Nov 2026 11:00:00 GMT"), 0, true},
+		{500, h("3"), 0, false},
+		{429, h("soon"), 0, false},
+		{429, http.Header{}, 0, false},
+		{429, h("-1"), 0, false},
+	}
+	for _, c := range cases {
+		if got, ok := After(c.status, c.hdr, now); got != c.want || ok != c.ok {
+			t.Errorf("After(%d, %v) = %v %v, want %v %v", c.status, c.hdr, got, ok, c.want, c.ok)
+		}
+	}
+}
+
+func TestBackoff(t *testing.T) {
+	for n := range 70 {
+		bound := min(10*time.Millisecond<<min(n, 40), time.Second)
+		if n >= 62 {
+			bound = time.Second
+		}
+		for range 50 {
+			if d := Backoff(10*time.Millisecond, time.Second, n); d < 0 || d > bound {
+				t.Fatalf("Backoff(attempt %d) = %v, want within [0, %v]", n, d, bound)
+			}
+		}
+	}
+	if Backoff(0, 0, 3) != 0 {
+		t.Fatal("a zero bound must give no wait")
+	}
+}
+
+func TestSleep(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := Sleep(ctx, time.Hour); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Sleep on a cancelled context: %v", err)
+	}
+	if err := Sleep(context.Background(), time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+}
