@@ -53,9 +53,9 @@ func TestAfter(t *testing.T) {
 
 func TestBackoff(t *testing.T) {
 	for n := range 70 {
-		bound := min(10*time.Millisecond<<min(n, 40), time.Second)
-		if n >= 62 {
-			bound = time.Second
+		bound := time.Second // 10ms·2ⁿ passes the ceiling from attempt 7 on
+		if n < 7 {
+			bound = 10 * time.Millisecond << n
 		}
 		for range 50 {
 			if d := Backoff(10*time.Millisecond, time.Second, n); d < 0 || d > bound {
