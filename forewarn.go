@@ -258,6 +258,24 @@ func (e *Event) Clone() *Event {
 	return &c
 }
 
+// Normalized returns a deep copy of e as a store returns it: times in
+// UTC without monotonic readings, and no empty Approvals slice.
+func (e *Event) Normalized() *Event {
+	c := e.Clone()
+	c.NotBefore = c.NotBefore.UTC()
+	c.Created = c.Created.UTC()
+	c.WarnedAt = c.WarnedAt.UTC()
+	c.StartedAt = c.StartedAt.UTC()
+	c.EndedAt = c.EndedAt.UTC()
+	if len(c.Approvals) == 0 {
+		c.Approvals = nil
+	}
+	for i := range c.Approvals {
+		c.Approvals[i].At = c.Approvals[i].At.UTC()
+	}
+	return c
+}
+
 // Approved reports whether anyone approved the event.
 func (e *Event) Approved() bool { return len(e.Approvals) > 0 }
 

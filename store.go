@@ -59,3 +59,32 @@ type Store interface {
 	// Close releases the store. It is safe to call more than once.
 	Close() error
 }
+
+// Validate refuses a change that no store state could accept: nil
+// events, events without an ID, and records for VMs without a name.
+// Store implementations call it first. A nil change is invalid too.
+func (c *Change) Validate() error {
+	if c == nil {
+		return Errorf(EINVALID, "nil change")
+	}
+	for i, e := range c.Events {
+		if e == nil {
+			return Errorf(EINVALID, "event %d is nil", i)
+		}
+		if e.ID == "" {
+			return Errorf(EINVALID, "event %d has no ID", i)
+		}
+	}
+	if _, ok := c.Incarnations[""]; ok {
+		return Errorf(EINVALID, "incarnation for a VM without a name")
+	}
+	for vm, r := range c.VMs {
+		if vm == "" {
+			return Errorf(EINVALID, "VM record for a VM without a name")
+		}
+		if r == nil {
+			return Errorf(EINVALID, "VM record for %s is nil", vm)
+		}
+	}
+	return nil
+}

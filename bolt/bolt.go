@@ -296,7 +296,7 @@ func (s *Store) Commit(ctx context.Context, c *forewarn.Change) (int64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	if err := validate(c); err != nil {
+	if err := c.Validate(); err != nil {
 		return 0, err
 	}
 	if s.isClosed() {
@@ -304,7 +304,7 @@ func (s *Store) Commit(ctx context.Context, c *forewarn.Change) (int64, error) {
 	}
 	records := make([][]byte, len(c.Events))
 	for i, e := range c.Events {
-		b, err := json.Marshal(normalize(e))
+		b, err := json.Marshal(e.Normalized())
 		if err != nil {
 			return 0, forewarn.Errorf(forewarn.EINVALID, "event %s: %v", e.ID, err)
 		}
@@ -458,58 +458,12 @@ func notify(ch chan int64, rev int64) {
 	ch <- rev
 }
 
-// validate refuses a change that no store state could accept.
-func validate(c *forewarn.Change) error {
-	if c == nil {
-		return forewarn.Errorf(forewarn.EINVALID, "nil change")
-	}
-	for i, e := range c.Events {
-		if e == nil {
-			return forewarn.Errorf(forewarn.EINVALID, "event %d is nil", i)
-		}
-		if e.ID == "" {
-			return forewarn.Errorf(forewarn.EINVALID, "event %d has no ID", i)
-		}
-	}
-	if _, ok := c.Incarnations[""]; ok {
-		return forewarn.Errorf(forewarn.EINVALID, "incarnation for a VM without a name")
-	}
-	for vm, r := range c.VMs {
-		if vm == "" {
-			return forewarn.Errorf(forewarn.EINVALID, "VM record for a VM without a name")
-		}
-		if r == nil {
-			return forewarn.Errorf(forewarn.EINVALID, "VM record for %s is nil", vm)
-		}
-	}
-	return nil
-}
-
-// normalize returns a deep copy of e with its times in UTC and without
-// monotonic readings, and no empty Approvals slice: the value a decoded
-// record has.
-func normalize(e *forewarn.Event) *forewarn.Event {
-	c := e.Clone()
-	c.NotBefore = c.NotBefore.UTC()
-	c.Created = c.Created.UTC()
-	c.WarnedAt = c.WarnedAt.UTC()
-	c.StartedAt = c.StartedAt.UTC()
-	c.EndedAt = c.EndedAt.UTC()
-	if len(c.Approvals) == 0 {
-		c.Approvals = nil
-	}
-	for i := range c.Approvals {
-		c.Approvals[i].At = c.Approvals[i].At.UTC()
-	}
-	return c
-}
-
 func decodeEvent(b []byte) (*forewarn.Event, error) {
 	var e forewarn.Event
 	if err := json.Unmarshal(b, &e); err != nil {
 		return nil, err
 	}
-	return normalize(&e), nil
+	return e.Normalized(), nil
 }
 
 // normalizeVM returns a copy of r with its times in UTC and without

@@ -75,7 +75,7 @@ func (s *Store) Commit(ctx context.Context, c *forewarn.Change) (int64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	if err := validate(c); err != nil {
+	if err := c.Validate(); err != nil {
 		return 0, err
 	}
 	s.mu.Lock()
@@ -92,7 +92,7 @@ func (s *Store) Commit(ctx context.Context, c *forewarn.Change) (int64, error) {
 		}
 	}
 	for _, e := range c.Events {
-		s.events[e.ID] = normalize(e)
+		s.events[e.ID] = e.Normalized()
 	}
 	for _, id := range c.Deletes {
 		delete(s.events, id)
@@ -164,51 +164,6 @@ func notify(ch chan int64, rev int64) {
 	default:
 	}
 	ch <- rev
-}
-
-// validate refuses a change that no store state could accept.
-func validate(c *forewarn.Change) error {
-	if c == nil {
-		return forewarn.Errorf(forewarn.EINVALID, "nil change")
-	}
-	for i, e := range c.Events {
-		if e == nil {
-			return forewarn.Errorf(forewarn.EINVALID, "event %d is nil", i)
-		}
-		if e.ID == "" {
-			return forewarn.Errorf(forewarn.EINVALID, "event %d has no ID", i)
-		}
-	}
-	if _, ok := c.Incarnations[""]; ok {
-		return forewarn.Errorf(forewarn.EINVALID, "incarnation for a VM without a name")
-	}
-	for vm, r := range c.VMs {
-		if vm == "" {
-			return forewarn.Errorf(forewarn.EINVALID, "VM record for a VM without a name")
-		}
-		if r == nil {
-			return forewarn.Errorf(forewarn.EINVALID, "VM record for %s is nil", vm)
-		}
-	}
-	return nil
-}
-
-// normalize returns a deep copy of e as a file-backed store would return
-// it: times in UTC without monotonic readings, no empty Approvals slice.
-func normalize(e *forewarn.Event) *forewarn.Event {
-	c := e.Clone()
-	c.NotBefore = c.NotBefore.UTC()
-	c.Created = c.Created.UTC()
-	c.WarnedAt = c.WarnedAt.UTC()
-	c.StartedAt = c.StartedAt.UTC()
-	c.EndedAt = c.EndedAt.UTC()
-	if len(c.Approvals) == 0 {
-		c.Approvals = nil
-	}
-	for i := range c.Approvals {
-		c.Approvals[i].At = c.Approvals[i].At.UTC()
-	}
-	return c
 }
 
 // normalizeVM returns a copy of r as a file-backed store would return it:
