@@ -21,6 +21,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/pprof"
+	"path"
 	"strings"
 	"time"
 
@@ -175,6 +176,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // methods in the API's JSON error shape.
 func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 	h, pattern := s.mux.Handler(r)
+	if p := r.URL.Path; p != path.Clean(p) && p != path.Clean(p)+"/" {
+		// The mux would redirect to the clean path with a plain-text body.
+		s.writeError(w, r, forewarn.Errorf(forewarn.ENOTFOUND, "no route for %s %s", r.Method, p))
+		return
+	}
 	if pattern != "" {
 		s.mux.ServeHTTP(w, r)
 		return

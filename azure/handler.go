@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"path"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -102,8 +103,15 @@ func (s *Server) SetRateLimit(rate float64) {
 	s.limits = newLimiter(rate, max(int(rate), 1), names)
 }
 
-// ServeHTTP implements http.Handler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+// ServeHTTP implements http.Handler. A path that is not in canonical form
+// gets the JSON 404, not the mux's plain-text redirect.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if p := r.URL.Path; p != path.Clean(p) && p != path.Clean(p)+"/" {
+		writeError(w, http.StatusNotFound, msgNotFound)
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
 
 var (
 	hdrJSON = []string{"application/json; charset=utf-8"}

@@ -194,6 +194,8 @@ func TestErrors(t *testing.T) {
 			`{"error": "Bad request. Query parameter api-version is specified more than once"}`},
 		{"unknown path", req{target: "/metadata/nothing?api-version=2020-07-01"}, 404, `{"error": "Not found"}`},
 		{"root", req{target: "/"}, 404, `{"error": "Not found"}`},
+		{"non-canonical path", req{target: "/metadata//scheduledevents?api-version=2020-07-01"}, 404, `{"error": "Not found"}`},
+		{"dot segment", req{target: "/metadata/instance/../scheduledevents?api-version=2020-07-01"}, 404, `{"error": "Not found"}`},
 		{"PUT", req{method: "PUT", target: path + "2020-07-01"}, 405, `{"error": "Method not allowed"}`},
 		{"DELETE", req{method: "DELETE", target: path + "2020-07-01"}, 405, `{"error": "Method not allowed"}`},
 		{"unknown source", req{target: path + "2020-07-01", remote: "127.0.0.77:1234"}, 403,
