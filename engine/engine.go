@@ -342,6 +342,12 @@ func (e *Engine) VMs() []VMInfo {
 // Errors: EINVALID for a bad spec or a notice below the minimum,
 // ENOTFOUND for an unknown VM, EUNAVAILABLE after Close.
 func (e *Engine) Create(ctx context.Context, s Spec) (*forewarn.Event, error) {
+	return e.create(ctx, s, nil)
+}
+
+// create is Create with a guard that runs under the engine lock just
+// before the event is made, so a check and the create are one step.
+func (e *Engine) create(ctx context.Context, s Spec, guard func() error) (*forewarn.Event, error) {
 	if _, err := forewarn.ParseEventType(string(s.Type)); err != nil {
 		return nil, err
 	}
@@ -406,6 +412,11 @@ func (e *Engine) Create(ctx context.Context, s Spec) (*forewarn.Event, error) {
 	defer e.mu.Unlock()
 	if e.closed {
 		return nil, errClosed
+	}
+	if guard != nil {
+		if err := guard(); err != nil {
+			return nil, err
+		}
 	}
 	for _, name := range s.VMs {
 		if e.deleted(name) {
@@ -802,16 +813,18 @@ func (e *Engine) Evict(ctx context.Context, name string) (*forewarn.Event, error
 	if !vm.Evictable() {
 		return nil, forewarn.Errorf(forewarn.EINVALID, "VM %q is not a Spot or preemptible VM", name)
 	}
-	if v := e.View(name); v.Preempted || slices.ContainsFunc(v.Events, func(ev *forewarn.Event) bool {
-		return ev.Type == forewarn.Preempt && ev.Affects(name)
-	}) {
-		return nil, forewarn.Errorf(forewarn.ECONFLICT, "VM %q is already being preempted", name)
-	}
 	spec := Spec{Type: forewarn.Preempt, VMs: []string{name}, Source: forewarn.Platform, Notice: forewarn.Preempt.MinNotice()}
 	if vm.Provider == forewarn.GCE {
 		spec.Started, spec.Lasts = true, 30*time.Second
 	}
-	return e.Create(ctx, spec)
+	return e.create(ctx, spec, func() error {
+		if v := e.View(name); v.Preempted || slices.ContainsFunc(v.Events, func(ev *forewarn.Event) bool {
+			return ev.Type == forewarn.Preempt && v.Own(ev)
+		}) {
+			return forewarn.Errorf(forewarn.ECONFLICT, "VM %q is already being preempted", name)
+		}
+		return nil
+	})
 }
 
 // arm sets or clears the timer of ev's next deadline. e.mu must be held.

@@ -391,15 +391,20 @@ func (e *Engine) Delete(ctx context.Context, name string) (*forewarn.Event, erro
 	case vm.ScaleSet == "":
 		return nil, forewarn.Errorf(forewarn.EINVALID, "VM %q is not in a scale set; vm delete raises a scale set Terminate", name)
 	}
-	e.mu.Lock()
-	if e.deleted(name) || slices.ContainsFunc(e.View(name).Events, func(ev *forewarn.Event) bool {
-		return ev.Type == forewarn.Terminate && ev.Affects(name)
-	}) {
-		e.mu.Unlock()
-		return nil, forewarn.Errorf(forewarn.ECONFLICT, "VM %q is already deleted or being deleted", name)
+	taken := func() error {
+		if v := e.View(name); v.Deleted || slices.ContainsFunc(v.Events, func(ev *forewarn.Event) bool {
+			return ev.Type == forewarn.Terminate && v.Own(ev)
+		}) {
+			return forewarn.Errorf(forewarn.ECONFLICT, "VM %q is already deleted or being deleted", name)
+		}
+		return nil
 	}
 	if vm.Spot {
+		e.mu.Lock()
 		defer e.mu.Unlock()
+		if err := taken(); err != nil {
+			return nil, err
+		}
 		now := time.Now().Round(0)
 		ev := &forewarn.Event{ID: newID(), Type: forewarn.Terminate, Status: forewarn.Completed, Resources: []string{name},
 			Duration: -1, Source: forewarn.User, Description: "Spot VM deleted without a Terminate notice",
@@ -409,9 +414,8 @@ func (e *Engine) Delete(ctx context.Context, name string) (*forewarn.Event, erro
 		}
 		return ev.Clone(), nil
 	}
-	e.mu.Unlock()
-	return e.Create(ctx, Spec{Type: forewarn.Terminate, VMs: []string{name}, Source: forewarn.User,
-		Notice: e.fleet.TerminateTimeout(vm.ScaleSet)})
+	return e.create(ctx, Spec{Type: forewarn.Terminate, VMs: []string{name}, Source: forewarn.User,
+		Notice: e.fleet.TerminateTimeout(vm.ScaleSet)}, taken)
 }
 
 // DefaultDegradeNotice is the notice of a predicted hardware failure.

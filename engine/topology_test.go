@@ -2,6 +2,8 @@ package engine_test
 
 import (
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -398,4 +400,40 @@ func TestLastSeenSurvivesRestart(t *testing.T) {
 			t.Fatalf("a VM seen an hour before the restart counts as disabled: %s", ev.Status)
 		}
 	})
+}
+
+// TestConcurrentEvictAndDelete: the conflict check and the create are one
+// step, so racing callers raise exactly one Preempt or Terminate.
+func TestConcurrentEvictAndDelete(t *testing.T) {
+	e, err := engine.New(t.Context(), engine.Config{Store: mem.New(), Fleet: topoFleet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	enableAll(e)
+	var evicts, deletes atomic.Int32
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			if _, err := e.Evict(t.Context(), "spot"); err == nil {
+				evicts.Add(1)
+			} else if forewarn.ErrorCode(err) != forewarn.ECONFLICT {
+				t.Errorf("evict: %v", err)
+			}
+		})
+		wg.Go(func() {
+			if _, err := e.Delete(t.Context(), "ss_0"); err == nil {
+				deletes.Add(1)
+			} else if forewarn.ErrorCode(err) != forewarn.ECONFLICT {
+				t.Errorf("delete: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	if evicts.Load() != 1 || deletes.Load() != 1 {
+		t.Fatalf("%d evictions and %d deletes succeeded, want 1 each", evicts.Load(), deletes.Load())
+	}
+	if n := len(e.Events()); n != 2 {
+		t.Fatalf("%d events, want 2", n)
+	}
 }
