@@ -261,6 +261,7 @@ func (e *Engine) Close() error {
 		delete(e.timers, id)
 	}
 	e.mu.Unlock()
+	// The LastSeen writes still queued are made before Close returns.
 	close(e.stop)
 	<-e.stopped
 	return nil

@@ -178,7 +178,7 @@ func (e *Engine) NoteRequest(name string) (enabled bool) {
 	now := time.Now().UnixNano()
 	prev := seen.Swap(now)
 	enabled = prev == 0 || time.Duration(now-prev) >= e.disableAfter
-	if enabled || time.Duration(now-e.saved[name].Load()) >= savePeriod {
+	if enabled || time.Duration(now-e.saved[name].Load()) >= min(savePeriod, e.disableAfter/2) {
 		select {
 		case e.persist <- name:
 		default: // a later request tries again
@@ -217,20 +217,28 @@ func (e *Engine) persistLoop() {
 	for {
 		select {
 		case <-e.stop:
-			return
+			for { // save what is still queued before the engine closes
+				select {
+				case name := <-e.persist:
+					e.saveSeen(name, true)
+				default:
+					return
+				}
+			}
 		case name := <-e.persist:
-			e.saveSeen(name)
+			e.saveSeen(name, false)
 		}
 	}
 }
 
-// saveSeen writes the LastSeen of the VM named name if the stored one is
-// stale.
-func (e *Engine) saveSeen(name string) {
+// saveSeen writes the LastSeen of the VM named name unless the stored one
+// is recent; closing lets it write while the engine shuts down.
+func (e *Engine) saveSeen(name string, closing bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	ns := e.seen[name].Load()
-	if e.closed || ns == 0 || ns-e.saved[name].Load() < int64(savePeriod) && e.saved[name].Load() != 0 {
+	ns, saved := e.seen[name].Load(), e.saved[name].Load()
+	stale := saved == 0 || time.Duration(ns-saved) >= min(savePeriod, e.disableAfter/2)
+	if (e.closed && !closing) || ns == 0 || !stale {
 		return
 	}
 	rec := map[string]*forewarn.VMRecord{name: {LastSeen: time.Unix(0, ns).UTC()}}

@@ -437,3 +437,25 @@ func TestConcurrentEvictAndDelete(t *testing.T) {
 		t.Fatalf("%d events, want 2", n)
 	}
 }
+
+// TestLastSeenSavedOnClose: a first call just before shutdown is still
+// stored, so the VM is not taken for one nobody listens on after a restart.
+func TestLastSeenSavedOnClose(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := mem.New()
+		e, err := engine.New(t.Context(), engine.Config{Store: store, Fleet: topoFleet(), DisableAfter: 30 * time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, vm := range []string{"zonal", "zonal2", "cs_0", "cs_1"} {
+			e.NoteRequest(vm)
+		}
+		e.Close()
+		st, _ := store.Load(t.Context())
+		for _, vm := range []string{"zonal", "zonal2", "cs_0", "cs_1"} {
+			if r := st.VMs[vm]; r == nil || !r.LastSeen.Equal(time.Now()) {
+				t.Errorf("%s: stored %+v", vm, r)
+			}
+		}
+	})
+}
