@@ -220,25 +220,26 @@ func (e *Engine) persistLoop() {
 			for { // save what is still queued before the engine closes
 				select {
 				case name := <-e.persist:
-					e.saveSeen(name, true)
+					e.saveSeen(name)
 				default:
 					return
 				}
 			}
 		case name := <-e.persist:
-			e.saveSeen(name, false)
+			e.saveSeen(name)
 		}
 	}
 }
 
 // saveSeen writes the LastSeen of the VM named name unless the stored one
-// is recent; closing lets it write while the engine shuts down.
-func (e *Engine) saveSeen(name string, closing bool) {
+// is recent. It runs only in persistLoop, which Close waits for, so it
+// may write while the engine closes.
+func (e *Engine) saveSeen(name string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	ns, saved := e.seen[name].Load(), e.saved[name].Load()
 	stale := saved == 0 || time.Duration(ns-saved) >= min(savePeriod, e.disableAfter/2)
-	if (e.closed && !closing) || ns == 0 || !stale {
+	if ns == 0 || !stale {
 		return
 	}
 	rec := map[string]*forewarn.VMRecord{name: {LastSeen: time.Unix(0, ns).UTC()}}
