@@ -1,7 +1,6 @@
 package admin
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/subtle"
@@ -67,11 +66,9 @@ func (l *AuditLog) Entries() ([]AuditEntry, error) {
 		return nil, fmt.Errorf("read audit log: %w", err)
 	}
 	out := []AuditEntry{}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for sc.Scan() {
+	for line := range bytes.Lines(data) {
 		var e AuditEntry
-		if json.Unmarshal(sc.Bytes(), &e) == nil {
+		if json.Unmarshal(line, &e) == nil {
 			out = append(out, e)
 		}
 	}
@@ -102,9 +99,16 @@ func (s *Server) authenticate(r *http.Request) (who string, ok bool) {
 	return "token@" + who, true
 }
 
+// maxAction caps the recorded method and path; a longer one is cut.
+const maxAction = 1024
+
 // audit records an operator action; a failure to record is logged.
 func (s *Server) audit(r *http.Request, who string, status int) {
-	e := AuditEntry{At: time.Now().UTC(), Who: who, Action: r.Method + " " + r.URL.Path, Status: status}
+	action := r.Method + " " + r.URL.Path
+	if len(action) > maxAction {
+		action = action[:maxAction] + "…"
+	}
+	e := AuditEntry{At: time.Now().UTC(), Who: who, Action: action, Status: status}
 	if err := s.Audit.Append(e); err != nil {
 		s.log.Error("audit", logErr, err)
 	}

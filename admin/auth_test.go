@@ -120,3 +120,36 @@ func TestTokenAndAudit(t *testing.T) {
 		t.Fatalf("audit log mode %v", fi.Mode().Perm())
 	}
 }
+
+// TestAuditLongPath: an absurd path is cut in the log and hides no later
+// entry.
+func TestAuditLongPath(t *testing.T) {
+	eng, err := engine.New(t.Context(), engine.Config{Store: mem.New(), Fleet: testFleet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	audit, err := admin.OpenAuditLog(filepath.Join(t.TempDir(), "audit.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer audit.Close()
+	s := admin.NewServer(eng, nil)
+	s.Audit = audit
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	for _, p := range []string{"/v1/" + strings.Repeat("%3C", 100_000), "/v1/vms/nope/restart"} {
+		resp, err := http.Post(srv.URL+p, "application/json", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	entries, err := audit.Entries()
+	if err != nil || len(entries) != 2 {
+		t.Fatalf("%d entries, %v", len(entries), err)
+	}
+	if n := len(entries[0].Action); n > 1100 || entries[1].Action != "POST /v1/vms/nope/restart" {
+		t.Fatalf("actions: %d bytes, then %q", n, entries[1].Action)
+	}
+}

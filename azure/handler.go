@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"path"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -47,6 +48,9 @@ type Server struct {
 	docs map[string]*atomic.Pointer[doc]
 	// limits throttles each VM; nil when throttling is off.
 	limits *limiter
+	// closing is closed by Shutdown to release calls held by FirstCallDelay.
+	closing   chan struct{}
+	closeOnce sync.Once
 	// FirstCallDelay holds the answer to the call that enables a VM's
 	// scheduled events, as the real service's first call can take up to
 	// two minutes. Set it before serving.
@@ -60,11 +64,12 @@ func NewServer(eng *engine.Engine, log *slog.Logger) *Server {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{
-		eng:   eng,
-		index: forewarn.NewIndex(eng.Fleet()),
-		log:   log,
-		mux:   http.NewServeMux(),
-		docs:  make(map[string]*atomic.Pointer[doc], len(eng.Fleet().VMs)),
+		closing: make(chan struct{}),
+		eng:     eng,
+		index:   forewarn.NewIndex(eng.Fleet()),
+		log:     log,
+		mux:     http.NewServeMux(),
+		docs:    make(map[string]*atomic.Pointer[doc], len(eng.Fleet().VMs)),
 	}
 	for _, vm := range eng.Fleet().VMs {
 		if vm.Provider == forewarn.Azure {
@@ -83,6 +88,12 @@ func NewServer(eng *engine.Engine, log *slog.Logger) *Server {
 	s.mux.HandleFunc("/metadata/versions", s.handleVersions)
 	s.mux.HandleFunc("/", s.handleNotFound)
 	return s
+}
+
+// Shutdown releases the calls FirstCallDelay holds, answering them at
+// once. Register it with http.Server.RegisterOnShutdown.
+func (s *Server) Shutdown() {
+	s.closeOnce.Do(func() { close(s.closing) })
 }
 
 // DefaultRateLimit is the real service's limit: 5 requests a second per VM.
@@ -253,6 +264,8 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		t := time.NewTimer(s.FirstCallDelay)
 		select {
 		case <-t.C:
+		case <-s.closing:
+			t.Stop()
 		case <-r.Context().Done():
 			t.Stop()
 			return

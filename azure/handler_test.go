@@ -391,3 +391,26 @@ func TestFirstCallDelay(t *testing.T) {
 		}
 	})
 }
+
+// TestShutdownReleasesFirstCall: a call held by FirstCallDelay is answered
+// at once when the server shuts down.
+func TestShutdownReleasesFirstCall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e, err := engine.New(t.Context(), engine.Config{Store: mem.New(), Fleet: testFleet()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		s := azure.NewServer(e, nil)
+		s.FirstCallDelay = 2 * time.Minute
+		done := make(chan *httptest.ResponseRecorder)
+		go func() { done <- do(s, req{target: path + "2020-07-01"}) }()
+		time.Sleep(time.Second)
+		start := time.Now()
+		s.Shutdown()
+		w := <-done
+		if w.Code != 200 || time.Since(start) != 0 {
+			t.Fatalf("after Shutdown: %d in %v", w.Code, time.Since(start))
+		}
+	})
+}

@@ -190,6 +190,7 @@ func Serve(ctx context.Context, cfg ServeConfig, log *slog.Logger, out io.Writer
 		{Handler: adm, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute},
 	}
 	servers[0].RegisterOnShutdown(gc.Shutdown)
+	servers[0].RegisterOnShutdown(az.Shutdown)
 	errc := make(chan error, 2)
 	for i, ln := range []net.Listener{mdLn, adLn} {
 		go func() { errc <- servers[i].Serve(ln) }()
