@@ -22,6 +22,10 @@ type VMRecord struct {
 	// LastSeen is when the VM last called its metadata API, kept to within
 	// an hour: scheduled events are enabled while it is recent.
 	LastSeen time.Time `json:"lastSeen,omitzero"`
+	// Peers fingerprints the set of VMs whose events this VM sees. When a
+	// fleet edit changes it between runs, the VM's document may have
+	// changed, so its incarnation goes up.
+	Peers string `json:"peers,omitempty"`
 }
 
 // Change is one atomic write to a Store.

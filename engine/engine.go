@@ -14,8 +14,10 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -147,6 +149,9 @@ type Engine struct {
 	peers map[string][][]*forewarn.VM
 	// scaleSets lists the VM names of each scale set; read-only.
 	scaleSets map[string][]string
+	// peerSig fingerprints each Azure VM's peers (see VMRecord.Peers);
+	// read-only.
+	peerSig map[string]string
 
 	mu     sync.Mutex
 	closed bool
@@ -196,6 +201,12 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		timers:       make(map[string]*time.Timer),
 	}
 	e.peers = scopeGroups(cfg.Fleet)
+	e.peerSig = make(map[string]string, len(cfg.Fleet.VMs))
+	for _, vm := range cfg.Fleet.VMs {
+		if vm.Provider == forewarn.Azure {
+			e.peerSig[vm.Name] = peerSignature(e.peers[vm.Name])
+		}
+	}
 	for _, vm := range cfg.Fleet.VMs {
 		if vm.ScaleSet != "" {
 			e.scaleSets[vm.ScaleSet] = append(e.scaleSets[vm.ScaleSet], vm.Name)
@@ -240,11 +251,71 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		}
 		log.Info("applied deadlines missed while stopped", "events", len(due))
 	}
+	if err := e.bumpMoved(ctx, now, st.VMs); err != nil {
+		return nil, fmt.Errorf("apply fleet changes: %w", err)
+	}
 	for _, ev := range e.events {
 		e.arm(ev, now)
 	}
 	go e.persistLoop()
 	return e, nil
+}
+
+// bumpMoved raises the incarnation of every Azure VM whose peers changed
+// since the last run (a fleet edit can change which events it sees), and
+// records every VM's current peer fingerprint. e.mu must be held.
+func (e *Engine) bumpMoved(ctx context.Context, now time.Time, stored map[string]*forewarn.VMRecord) error {
+	recs := map[string]*forewarn.VMRecord{}
+	incs := map[string]int64{}
+	for name, sig := range e.peerSig {
+		r := stored[name]
+		if r != nil && r.Peers == sig {
+			continue
+		}
+		rec := &forewarn.VMRecord{Peers: sig}
+		if r != nil {
+			rec.LastSeen = r.LastSeen
+			if r.Peers != "" {
+				incs[name] = e.inc[name] + 1
+			}
+		}
+		recs[name] = rec
+	}
+	if len(recs) == 0 {
+		return nil
+	}
+	rev, err := e.store.Commit(ctx, &forewarn.Change{Revision: e.rev, Incarnations: incs, VMs: recs})
+	if err != nil {
+		return err
+	}
+	e.rev = rev
+	for name, n := range incs {
+		e.inc[name] = n
+		p := e.views[name]
+		old := p.Swap(e.buildView(e.fleet.VM(name)))
+		close(old.changed)
+	}
+	if len(incs) > 0 {
+		e.log.Info("fleet changed since the last run; incarnations raised", "vms", len(incs))
+	}
+	return nil
+}
+
+// peerSignature fingerprints the names in a VM's scope groups.
+func peerSignature(groups [][]*forewarn.VM) string {
+	var names []string
+	for _, g := range groups {
+		for _, vm := range g {
+			names = append(names, vm.Name)
+		}
+	}
+	slices.Sort(names)
+	h := fnv.New64a()
+	for _, n := range slices.Compact(names) {
+		h.Write([]byte(n))
+		h.Write([]byte{0})
+	}
+	return strconv.FormatUint(h.Sum64(), 16)
 }
 
 // Close stops every timer. Later operations return EUNAVAILABLE. It does

@@ -373,3 +373,49 @@ func TestRestartAppliesMissedDeadlines(t *testing.T) {
 		}
 	})
 }
+
+// TestFleetEditRaisesIncarnation: a VM whose peers change between runs
+// (here "solo" joins availability set "web") may see other events, so its
+// incarnation goes up; VMs whose peers did not change keep theirs.
+func TestFleetEditRaisesIncarnation(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := mem.New()
+		e := newEngine(t, store, false)
+		if _, err := e.Create(t.Context(), engine.Spec{Type: forewarn.Reboot, VMs: []string{"web_0"}}); err != nil {
+			t.Fatal(err)
+		}
+		before := map[string]int64{}
+		for _, vm := range e.Fleet().VMs {
+			before[vm.Name] = e.View(vm.Name).Incarnation
+		}
+		e.Close()
+		// The same fleet again: nothing moves.
+		e2, err := engine.New(t.Context(), engine.Config{Store: store, Fleet: testFleet()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, inc := range before {
+			if got := e2.View(name).Incarnation; got != inc {
+				t.Errorf("same fleet: %s incarnation %d → %d", name, inc, got)
+			}
+		}
+		e2.Close()
+		edited := testFleet()
+		edited.VM("solo").AvailabilitySet = "web"
+		e3, err := engine.New(t.Context(), engine.Config{Store: store, Fleet: edited})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e3.Close()
+		for name, inc := range before {
+			moved := name == "solo" || name == "web_0" || name == "web_1"
+			got := e3.View(name).Incarnation
+			if moved && got != inc+1 || !moved && got != inc {
+				t.Errorf("edited fleet: %s incarnation %d → %d (moved %v)", name, inc, got, moved)
+			}
+		}
+		if n := len(e3.View("solo").Events); n != 1 {
+			t.Fatalf("solo sees %d events after joining web", n)
+		}
+	})
+}

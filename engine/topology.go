@@ -242,7 +242,7 @@ func (e *Engine) saveSeen(name string) {
 	if ns == 0 || !stale {
 		return
 	}
-	rec := map[string]*forewarn.VMRecord{name: {LastSeen: time.Unix(0, ns).UTC()}}
+	rec := map[string]*forewarn.VMRecord{name: {LastSeen: time.Unix(0, ns).UTC(), Peers: e.peerSig[name]}}
 	if err := e.commit(context.Background(), time.Now(), nil, rec); err != nil {
 		e.log.Error("save last request time", "vm", name, "err", err)
 		return

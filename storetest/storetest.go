@@ -148,8 +148,8 @@ func testEventFields(t *testing.T) {
 	if n := reflect.TypeFor[forewarn.Approval]().NumField(); n != 2 {
 		t.Errorf("forewarn.Approval has %d fields, the suite compares 2: update eventDiff", n)
 	}
-	if n := reflect.TypeFor[forewarn.VMRecord]().NumField(); n != 1 {
-		t.Errorf("forewarn.VMRecord has %d fields, the suite compares 1: update vmDiff and vmRecord", n)
+	if n := reflect.TypeFor[forewarn.VMRecord]().NumField(); n != 2 {
+		t.Errorf("forewarn.VMRecord has %d fields, the suite compares 2: update vmDiff and vmRecord", n)
 	}
 }
 
@@ -665,7 +665,7 @@ func scheduledEvent(n int, now time.Time) *forewarn.Event {
 // zone other than UTC, with nanoseconds.
 func vmRecord(n int) *forewarn.VMRecord {
 	cet := time.FixedZone("CET", 3600)
-	return &forewarn.VMRecord{LastSeen: time.Date(2026, 3, 1, 10, n, 3, 123456789, cet)}
+	return &forewarn.VMRecord{LastSeen: time.Date(2026, 3, 1, 10, n, 3, 123456789, cet), Peers: fmt.Sprintf("peers-%d", n)}
 }
 
 func load(t *testing.T, s forewarn.Store) *forewarn.State {
@@ -773,6 +773,9 @@ func vmDiff(want, got *forewarn.VMRecord) string {
 	}
 	if got.LastSeen.Location() != time.UTC {
 		fmt.Fprintf(&b, "\tLastSeen: got %v, want it in UTC\n", got.LastSeen)
+	}
+	if got.Peers != want.Peers {
+		fmt.Fprintf(&b, "\tPeers: got %q, want %q\n", got.Peers, want.Peers)
 	}
 	return b.String()
 }
