@@ -285,6 +285,11 @@ func (e *Engine) bumpMoved(ctx context.Context, now time.Time, stored map[string
 		return nil
 	}
 	rev, err := e.store.Commit(ctx, &forewarn.Change{Revision: e.rev, Incarnations: incs, VMs: recs})
+	if err != nil && len(incs) == 0 {
+		// Only fingerprints to record: the next start compares again.
+		e.log.Warn("record the fleet's peer fingerprints", "err", err)
+		return nil
+	}
 	if err != nil {
 		return err
 	}
