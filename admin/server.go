@@ -161,6 +161,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="forewarn"`)
 		s.writeError(w, r, forewarn.Errorf(forewarn.EUNAUTHORIZED, "missing or wrong bearer token (the CLI reads it from --token-file or $FOREWARN_TOKEN)"))
+		if s.Audit != nil && r.Method != http.MethodGet && r.Method != http.MethodHead {
+			s.audit(r, who, http.StatusUnauthorized)
+		}
 		return
 	}
 	if s.Audit == nil || r.Method == http.MethodGet || r.Method == http.MethodHead {
