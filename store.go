@@ -28,6 +28,14 @@ type VMRecord struct {
 	Peers string `json:"peers,omitempty"`
 }
 
+// Normalized returns a copy of r as a store returns it: times in UTC
+// without monotonic readings.
+func (r *VMRecord) Normalized() *VMRecord {
+	c := *r
+	c.LastSeen = c.LastSeen.UTC()
+	return &c
+}
+
 // Change is one atomic write to a Store.
 type Change struct {
 	// Revision is the revision the change was computed against. Commit

@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/forewarn/forewarn"
+	"github.com/forewarn/forewarn/internal/watch"
 	bbolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 )
@@ -59,10 +60,9 @@ type Store struct {
 	path string
 	db   *bbolt.DB
 
-	mu       sync.Mutex // guards the fields below
-	closed   bool
-	notified int64                      // newest revision sent to watchers
-	watchers map[chan int64]func() bool // channel → stop its context.AfterFunc
+	mu     sync.Mutex // guards the fields below
+	closed bool
+	revs   watch.Revisions // the watchers
 }
 
 // Open opens the store at path, creating the file (mode 0600) and its
@@ -77,7 +77,7 @@ func Open(path string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
-	s := &Store{path: path, db: db, watchers: make(map[chan int64]func() bool)}
+	s := &Store{path: path, db: db}
 	return s, nil
 }
 
@@ -312,7 +312,7 @@ func (s *Store) Commit(ctx context.Context, c *forewarn.Change) (int64, error) {
 	}
 	vmRecords := make(map[string][]byte, len(c.VMs))
 	for vm, r := range c.VMs {
-		b, err := json.Marshal(normalizeVM(r))
+		b, err := json.Marshal(r.Normalized())
 		if err != nil {
 			return 0, forewarn.Errorf(forewarn.EINVALID, "VM record for %s: %v", vm, err)
 		}
@@ -364,14 +364,7 @@ func (s *Store) Commit(ctx context.Context, c *forewarn.Change) (int64, error) {
 		return 0, s.wrap("commit", err)
 	}
 
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if rev > s.notified {
-		s.notified = rev
-		for ch := range s.watchers {
-			notify(ch, rev)
-		}
-	}
+	s.revs.Publish(rev)
 	return rev, nil
 }
 
@@ -379,24 +372,7 @@ func (s *Store) Commit(ctx context.Context, c *forewarn.Change) (int64, error) {
 // commit. The revision is in the channel by the time Commit returns; a
 // slow reader finds only the latest one. The channel is closed when ctx
 // ends or the store closes.
-func (s *Store) Watch(ctx context.Context) <-chan int64 {
-	ch := make(chan int64, 1)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		close(ch)
-		return ch
-	}
-	s.watchers[ch] = context.AfterFunc(ctx, func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if _, ok := s.watchers[ch]; ok {
-			delete(s.watchers, ch)
-			close(ch)
-		}
-	})
-	return ch
-}
+func (s *Store) Watch(ctx context.Context) <-chan int64 { return s.revs.Watch(ctx) }
 
 // Close closes every watch channel and the file, after any transaction
 // in progress. Later calls to Load and Commit return EUNAVAILABLE.
@@ -408,11 +384,7 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
-	for ch, stop := range s.watchers {
-		stop()
-		close(ch)
-	}
-	clear(s.watchers)
+	s.revs.Close()
 	s.mu.Unlock()
 
 	if err := s.db.Close(); err != nil {
@@ -443,21 +415,6 @@ func (s *Store) wrap(op string, err error) error {
 
 func errClosed() error { return forewarn.Errorf(forewarn.EUNAVAILABLE, "store is closed") }
 
-// notify puts rev in ch, replacing any revision the reader has not taken.
-// The caller holds the lock that serializes every send on ch.
-func notify(ch chan int64, rev int64) {
-	select {
-	case ch <- rev:
-		return
-	default:
-	}
-	select {
-	case <-ch:
-	default:
-	}
-	ch <- rev
-}
-
 func decodeEvent(b []byte) (*forewarn.Event, error) {
 	var e forewarn.Event
 	if err := json.Unmarshal(b, &e); err != nil {
@@ -466,20 +423,13 @@ func decodeEvent(b []byte) (*forewarn.Event, error) {
 	return e.Normalized(), nil
 }
 
-// normalizeVM returns a copy of r with its times in UTC and without
-// monotonic readings: the value a decoded record has.
-func normalizeVM(r *forewarn.VMRecord) *forewarn.VMRecord {
-	c := *r
-	c.LastSeen = c.LastSeen.UTC()
-	return &c
-}
 
 func decodeVM(b []byte) (*forewarn.VMRecord, error) {
 	var r forewarn.VMRecord
 	if err := json.Unmarshal(b, &r); err != nil {
 		return nil, err
 	}
-	return normalizeVM(&r), nil
+	return r.Normalized(), nil
 }
 
 func getInt(b []byte) int64 {

@@ -263,9 +263,7 @@ func TestWatchRemoved(t *testing.T) {
 	cancel()
 	for range w {
 	}
-	s.mu.Lock()
-	n := len(s.watchers)
-	s.mu.Unlock()
+	n := s.revs.Len()
 	if n != 1 {
 		t.Errorf("%d watchers registered after one of two canceled, want 1", n)
 	}

@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/forewarn/forewarn"
+	"github.com/forewarn/forewarn/internal/watch"
 )
 
 var _ forewarn.Store = (*Store)(nil)
@@ -18,22 +19,21 @@ var _ forewarn.Store = (*Store)(nil)
 // Store is an in-memory forewarn.Store. The zero value is not usable; call
 // New. It is safe for concurrent use.
 type Store struct {
-	mu       sync.Mutex
-	closed   bool
-	rev      int64
-	events   map[string]*forewarn.Event
-	inc      map[string]int64
-	vms      map[string]*forewarn.VMRecord
-	watchers map[chan int64]func() bool // channel → stop its context.AfterFunc
+	mu     sync.Mutex
+	closed bool
+	rev    int64
+	events map[string]*forewarn.Event
+	inc    map[string]int64
+	vms    map[string]*forewarn.VMRecord
+	revs   watch.Revisions // the watchers
 }
 
 // New returns an empty Store at revision 0.
 func New() *Store {
 	return &Store{
-		events:   make(map[string]*forewarn.Event),
-		inc:      make(map[string]int64),
-		vms:      make(map[string]*forewarn.VMRecord),
-		watchers: make(map[chan int64]func() bool),
+		events: make(map[string]*forewarn.Event),
+		inc:    make(map[string]int64),
+		vms:    make(map[string]*forewarn.VMRecord),
 	}
 }
 
@@ -61,7 +61,7 @@ func (s *Store) Load(ctx context.Context) (*forewarn.State, error) {
 		st.Incarnations[vm] = n
 	}
 	for vm, r := range s.vms {
-		st.VMs[vm] = normalizeVM(r)
+		st.VMs[vm] = r.Normalized()
 	}
 	return st, nil
 }
@@ -101,12 +101,10 @@ func (s *Store) Commit(ctx context.Context, c *forewarn.Change) (int64, error) {
 		s.inc[vm] = n
 	}
 	for vm, r := range c.VMs {
-		s.vms[vm] = normalizeVM(r)
+		s.vms[vm] = r.Normalized()
 	}
 	s.rev++
-	for ch := range s.watchers {
-		notify(ch, s.rev)
-	}
+	s.revs.Publish(s.rev)
 	return s.rev, nil
 }
 
@@ -114,24 +112,7 @@ func (s *Store) Commit(ctx context.Context, c *forewarn.Change) (int64, error) {
 // commit. The revision is in the channel by the time Commit returns; a
 // slow reader finds only the latest one. The channel is closed when ctx
 // ends or the store closes.
-func (s *Store) Watch(ctx context.Context) <-chan int64 {
-	ch := make(chan int64, 1)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		close(ch)
-		return ch
-	}
-	s.watchers[ch] = context.AfterFunc(ctx, func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if _, ok := s.watchers[ch]; ok {
-			delete(s.watchers, ch)
-			close(ch)
-		}
-	})
-	return ch
-}
+func (s *Store) Watch(ctx context.Context) <-chan int64 { return s.revs.Watch(ctx) }
 
 // Close drops the state and closes every watch channel. Later calls to
 // Load and Commit return EUNAVAILABLE. Close always returns nil.
@@ -143,33 +124,7 @@ func (s *Store) Close() error {
 	}
 	s.closed = true
 	s.events, s.inc, s.vms = nil, nil, nil
-	for ch, stop := range s.watchers {
-		stop()
-		close(ch)
-	}
-	clear(s.watchers)
+	s.revs.Close()
 	return nil
 }
 
-// notify puts rev in ch, replacing any revision the reader has not taken.
-// The caller holds the lock that serializes every send on ch.
-func notify(ch chan int64, rev int64) {
-	select {
-	case ch <- rev:
-		return
-	default:
-	}
-	select {
-	case <-ch:
-	default:
-	}
-	ch <- rev
-}
-
-// normalizeVM returns a copy of r as a file-backed store would return it:
-// times in UTC without monotonic readings.
-func normalizeVM(r *forewarn.VMRecord) *forewarn.VMRecord {
-	c := *r
-	c.LastSeen = c.LastSeen.UTC()
-	return &c
-}
