@@ -423,7 +423,6 @@ func decodeEvent(b []byte) (*forewarn.Event, error) {
 	return e.Normalized(), nil
 }
 
-
 func decodeVM(b []byte) (*forewarn.VMRecord, error) {
 	var r forewarn.VMRecord
 	if err := json.Unmarshal(b, &r); err != nil {

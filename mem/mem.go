@@ -127,4 +127,3 @@ func (s *Store) Close() error {
 	s.revs.Close()
 	return nil
 }
-
