@@ -205,7 +205,10 @@ type Event struct {
 	WarnedAt  time.Time `json:"warnedAt,omitzero"`
 	StartedAt time.Time `json:"startedAt,omitzero"`
 	// EndedAt is when the event completed or was canceled.
-	EndedAt   time.Time  `json:"endedAt,omitzero"`
+	EndedAt time.Time `json:"endedAt,omitzero"`
+	// ResumedAt is when the operator started again the Compute Engine VM
+	// that this completed Preempt stopped; zero while it stays stopped.
+	ResumedAt time.Time  `json:"resumedAt,omitzero"`
 	Approvals []Approval `json:"approvals,omitempty"`
 }
 
@@ -267,6 +270,7 @@ func (e *Event) Normalized() *Event {
 	c.WarnedAt = c.WarnedAt.UTC()
 	c.StartedAt = c.StartedAt.UTC()
 	c.EndedAt = c.EndedAt.UTC()
+	c.ResumedAt = c.ResumedAt.UTC()
 	if len(c.Approvals) == 0 {
 		c.Approvals = nil
 	}

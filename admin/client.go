@@ -121,6 +121,18 @@ func (c *Client) Evict(ctx context.Context, name string) (*forewarn.Event, error
 	return c.event(ctx, http.MethodPost, "/v1/vms/"+url.PathEscape(name)+"/evict")
 }
 
+// StartVM starts again the Compute Engine VM named name, stopped by a
+// preemption, and returns it as it is now.
+// Errors: ENOTFOUND for an unknown VM, EINVALID for an Azure VM,
+// ECONFLICT for a VM that is not stopped.
+func (c *Client) StartVM(ctx context.Context, name string) (*engine.VMInfo, error) {
+	var info engine.VMInfo
+	if err := c.do(ctx, http.MethodPost, "/v1/vms/"+url.PathEscape(name)+"/start", nil, &info); err != nil {
+		return nil, err
+	}
+	return &info, nil
+}
+
 // Delete deletes the scale set VM named name as a scale-in does: a User
 // Terminate with the scale set's notBeforeTimeout as notice, after which
 // the VM is gone. A Spot VM is deleted at once, its Terminate Completed

@@ -144,6 +144,7 @@ func NewServer(eng *engine.Engine, log *slog.Logger) *Server {
 	s.mux.HandleFunc("POST /v1/vms/{name}/restart", s.handleRestart)
 	s.mux.HandleFunc("POST /v1/vms/{name}/redeploy", s.handleRedeploy)
 	s.mux.HandleFunc("POST /v1/vms/{name}/evict", s.handleEvict)
+	s.mux.HandleFunc("POST /v1/vms/{name}/start", s.handleStartVM)
 	s.mux.HandleFunc("POST /v1/vms/{name}/delete", s.handleDelete)
 	s.mux.HandleFunc("POST /v1/vms/{name}/degrade", s.handleDegrade)
 	s.mux.HandleFunc("GET /v1/audit", s.handleAudit)
@@ -380,6 +381,17 @@ func (s *Server) handleEvict(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.writeJSON(w, r, http.StatusCreated, ev)
+}
+
+// handleStartVM starts again a Compute Engine VM that a preemption
+// stopped.
+func (s *Server) handleStartVM(w http.ResponseWriter, r *http.Request) {
+	info, err := s.eng.StartVM(r.Context(), r.PathValue("name"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, info)
 }
 
 // handleDelete deletes a scale set VM as a scale-in does.

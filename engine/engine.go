@@ -95,6 +95,10 @@ type View struct {
 	// Deleted reports whether the VM is gone: an Azure VM whose Preempt or
 	// Terminate completed. It answers no more requests.
 	Deleted bool
+	// Maintained reports whether a host maintenance event naming the VM
+	// was ever announced to it, including one that has since ended or
+	// been canceled.
+	Maintained bool
 	// own holds the IDs of the visible events whose Resources name the VM.
 	own     map[string]bool
 	changed chan struct{}
@@ -394,25 +398,31 @@ func (e *Engine) Events() []*forewarn.Event {
 // VMs returns every VM with its incarnation and visible active events.
 func (e *Engine) VMs() []VMInfo {
 	out := make([]VMInfo, 0, len(e.fleet.VMs))
+	now := time.Now()
 	for _, vm := range e.fleet.VMs {
-		v := e.View(vm.Name)
-		info := VMInfo{VM: *vm, Incarnation: v.Incarnation, State: "running", Events: []string{}}
-		switch {
-		case v.Deleted:
-			info.State = "deleted"
-		case v.Stopped:
-			info.State = "stopped"
-		}
-		if ns := e.seen[vm.Name].Load(); ns != 0 {
-			info.LastSeen = time.Unix(0, ns).UTC()
-		}
-		info.Enabled = e.enabled(vm.Name, time.Now())
-		for _, ev := range v.Events {
-			info.Events = append(info.Events, ev.ID)
-		}
-		out = append(out, info)
+		out = append(out, e.info(vm, now))
 	}
 	return out
+}
+
+// info returns vm with its current document state.
+func (e *Engine) info(vm *forewarn.VM, now time.Time) VMInfo {
+	v := e.View(vm.Name)
+	info := VMInfo{VM: *vm, Incarnation: v.Incarnation, State: "running", Events: []string{}}
+	switch {
+	case v.Deleted:
+		info.State = "deleted"
+	case v.Stopped:
+		info.State = "stopped"
+	}
+	if ns := e.seen[vm.Name].Load(); ns != 0 {
+		info.LastSeen = time.Unix(0, ns).UTC()
+	}
+	info.Enabled = e.enabled(vm.Name, now)
+	for _, ev := range v.Events {
+		info.Events = append(info.Events, ev.ID)
+	}
+	return info
 }
 
 // Create validates s and creates its event, durably, before returning it.
@@ -759,8 +769,11 @@ func (e *Engine) buildView(vm *forewarn.VM) *View {
 				v.Events = append(v.Events, ev)
 			}
 		}
-		if ev.Type == forewarn.Preempt {
+		if ev.Type == forewarn.Preempt && ev.ResumedAt.IsZero() {
 			v.Preempted = v.Preempted || ev.Status == forewarn.Started || ev.Status == forewarn.Completed
+		}
+		if ev.Type.HostMaintenance() && ev.Status != forewarn.Pending {
+			v.Maintained = true
 		}
 		if ends(ev) {
 			v.Stopped = v.Stopped || vm.Provider == forewarn.GCE
@@ -1011,6 +1024,7 @@ func advance(ev *forewarn.Event, now time.Time, skipWarning, gated bool) *forewa
 // document (approvals, for example, are not shown).
 func sameDocument(a, b *forewarn.Event) bool {
 	return a.Status == b.Status && a.Type == b.Type && a.NotBefore.Equal(b.NotBefore) && a.WarnedAt.Equal(b.WarnedAt) &&
+		a.ResumedAt.Equal(b.ResumedAt) &&
 		a.Duration == b.Duration && a.Source == b.Source && a.Description == b.Description &&
 		slices.Equal(a.Resources, b.Resources)
 }

@@ -217,3 +217,66 @@ func TestEvict(t *testing.T) {
 		}
 	})
 }
+
+// TestStartVM checks that a Compute Engine VM stopped by a preemption
+// can be started again: preempted reads false, the VM is running, the
+// change survives a restart, and it can be preempted again.
+func TestStartVM(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := mem.New()
+		e := newGCEEngine(t, store)
+		for name, want := range map[string]string{"spot": forewarn.ECONFLICT, "az": forewarn.EINVALID, "nope": forewarn.ENOTFOUND} {
+			if _, err := e.StartVM(t.Context(), name); forewarn.ErrorCode(err) != want {
+				t.Fatalf("start %s before any preemption: %v, want %s", name, err, want)
+			}
+		}
+		ev, err := e.Evict(t.Context(), "spot")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.StartVM(t.Context(), "spot"); forewarn.ErrorMessage(err) != `VM "spot" is being preempted; start it once it is stopped` {
+			t.Fatalf("start while being preempted: %v", err)
+		}
+		step(30 * time.Second)
+		v := e.View("spot")
+		if !v.Preempted || !v.Stopped {
+			t.Fatalf("after the preemption: preempted %v stopped %v", v.Preempted, v.Stopped)
+		}
+		info, err := e.StartVM(t.Context(), "spot")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.State != "running" {
+			t.Fatalf("state %q after start", info.State)
+		}
+		select {
+		case <-v.Changed():
+		default:
+			t.Fatal("the old view was not replaced")
+		}
+		if v := e.View("spot"); v.Preempted || v.Stopped {
+			t.Fatalf("after start: preempted %v stopped %v", v.Preempted, v.Stopped)
+		}
+		got, _ := e.Event(ev.ID)
+		if got.Status != forewarn.Completed || !got.ResumedAt.Equal(time.Now()) {
+			t.Fatalf("the Preempt after start: %s resumed %v", got.Status, got.ResumedAt)
+		}
+		if _, err := e.StartVM(t.Context(), "spot"); forewarn.ErrorMessage(err) != `VM "spot" is running, not stopped` {
+			t.Fatalf("second start: %v", err)
+		}
+
+		// A restart keeps it running.
+		e.Close()
+		e = newGCEEngine(t, store)
+		if v := e.View("spot"); v.Preempted || v.Stopped {
+			t.Fatalf("after a restart: preempted %v stopped %v", v.Preempted, v.Stopped)
+		}
+		// And it can be preempted again.
+		if _, err := e.Evict(t.Context(), "spot"); err != nil {
+			t.Fatal(err)
+		}
+		if v := e.View("spot"); !v.Preempted {
+			t.Fatal("second eviction: not preempted")
+		}
+	})
+}

@@ -36,7 +36,53 @@ func (e *Engine) gated(ev *forewarn.Event) bool {
 // completed Preempt or Terminate. A Compute Engine VM is stopped rather
 // than deleted.
 func ends(ev *forewarn.Event) bool {
-	return ev.Status == forewarn.Completed && (ev.Type == forewarn.Preempt || ev.Type == forewarn.Terminate)
+	return ev.Status == forewarn.Completed && (ev.Type == forewarn.Preempt || ev.Type == forewarn.Terminate) && ev.ResumedAt.IsZero()
+}
+
+// StartVM starts again a Compute Engine VM that a preemption stopped: its
+// preempted key reads FALSE again and it is running. The stopping
+// Preempt is kept, marked with when the VM resumed.
+// Errors: ENOTFOUND for an unknown VM, EINVALID for an Azure VM (a
+// preempted or terminated Azure VM is deleted, not stopped), ECONFLICT
+// for a VM that is not stopped.
+func (e *Engine) StartVM(ctx context.Context, name string) (VMInfo, error) {
+	vm := e.fleet.VM(name)
+	switch {
+	case vm == nil:
+		return VMInfo{}, forewarn.Errorf(forewarn.ENOTFOUND, "unknown VM %q", name)
+	case vm.Provider != forewarn.GCE:
+		return VMInfo{}, forewarn.Errorf(forewarn.EINVALID,
+			"VM %q is a %s VM; only a stopped Compute Engine VM can be started (a preempted Azure VM is deleted)", name, vm.Provider)
+	}
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return VMInfo{}, errClosed
+	}
+	v := e.View(name)
+	if !v.Stopped {
+		e.mu.Unlock()
+		if v.Preempted {
+			return VMInfo{}, forewarn.Errorf(forewarn.ECONFLICT, "VM %q is being preempted; start it once it is stopped", name)
+		}
+		return VMInfo{}, forewarn.Errorf(forewarn.ECONFLICT, "VM %q is running, not stopped", name)
+	}
+	now := time.Now()
+	var changed []*forewarn.Event
+	for _, ev := range e.byVM[name] {
+		if ends(ev) {
+			c := ev.Clone()
+			c.ResumedAt = now.Round(0)
+			changed = append(changed, c)
+		}
+	}
+	err := e.commit(ctx, now, changed, nil)
+	e.mu.Unlock()
+	if err != nil {
+		return VMInfo{}, err
+	}
+	e.log.Info("VM started", "vm", name)
+	return e.info(vm, now), nil
 }
 
 // deleted reports whether the Azure VM named name is gone. e.mu must be

@@ -184,6 +184,16 @@ func TestClientWaitForChange(t *testing.T) {
 	ctx := t.Context()
 	const key = "instance/maintenance-event"
 
+	// upcoming-maintenance before anything was announced: the 503 state,
+	// whose ETag a stale wait answers at once.
+	_, absent, err := c.Get(ctx, "instance/upcoming-maintenance")
+	if !errors.Is(err, gce.ErrNoNotification) {
+		t.Fatal(err)
+	}
+	if _, tag, err := c.WaitForChange(ctx, "instance/upcoming-maintenance", "0"); !errors.Is(err, gce.ErrNoNotification) || tag != absent {
+		t.Fatalf("stale wait on the absent key: ETag %q, %v", tag, err)
+	}
+
 	// A stale ETag answers at once.
 	v, none, err := c.WaitForChange(ctx, key, "0")
 	if err != nil || v != "NONE" || !etagRE.MatchString(none) {
@@ -236,26 +246,25 @@ func TestClientWaitForChange(t *testing.T) {
 	}
 	eventually(t, "the server still serves the cancelled wait", func() bool { return srv.inFlight.Load() == 0 })
 
-	// upcoming-maintenance: the absent state's ETag waits for an
-	// announcement.
+	// upcoming-maintenance: once the maintenance ended it reads empty, and
+	// that state's ETag waits for the next announcement.
 	if err := e.Complete(ctx, ev.ID); err != nil {
 		t.Fatal(err)
 	}
-	_, absent, err := c.Get(ctx, "instance/upcoming-maintenance")
-	if !errors.Is(err, gce.ErrNoNotification) {
-		t.Fatal(err)
+	v, ended, err := c.Get(ctx, "instance/upcoming-maintenance")
+	if err != nil || v != "" || ended == absent {
+		t.Fatalf("after the maintenance: %q %q %v", v, ended, err)
 	}
-	_, tag, err := c.WaitForChange(ctx, "instance/upcoming-maintenance", "0")
-	if !errors.Is(err, gce.ErrNoNotification) || tag != absent {
-		t.Fatalf("stale wait on the absent key: ETag %q, %v", tag, err)
+	if v, tag, err := c.WaitForChange(ctx, "instance/upcoming-maintenance", "0"); err != nil || v != "" || tag != ended {
+		t.Fatalf("stale wait on the empty key: %q %q %v", v, tag, err)
 	}
-	ch = wait(ctx, "instance/upcoming-maintenance", absent)
+	ch = wait(ctx, "instance/upcoming-maintenance", ended)
 	ev = create(t, e, engine.Spec{Type: forewarn.MigrateOnHostMaintenance, VMs: []string{"vm"}, Notice: 2 * time.Hour, Lasts: 10 * time.Minute})
 	r = answer(ch)
 	nb := timestamp(ev.NotBefore)
 	want := "can_reschedule true\nlatest_window_start_time " + nb + "\nmaintenance_status PENDING\ntype SCHEDULED\nwindow_end_time " +
 		timestamp(ev.NotBefore.Add(10*time.Minute)) + "\nwindow_start_time " + nb
-	if r.err != nil || r.value != want || r.etag == absent {
+	if r.err != nil || r.value != want || r.etag == ended {
 		t.Fatalf("announcement: %+v", r)
 	}
 }

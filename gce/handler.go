@@ -1,9 +1,11 @@
 package gce
 
 import (
+	"errors"
 	"fmt"
 	"html"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/netip"
 	"strconv"
@@ -113,14 +115,19 @@ func writeError(w http.ResponseWriter, r *http.Request, status int, detail strin
 
 // params are the query parameters the server understands.
 type params struct {
-	alt           string // "", "json" or "text"
-	recursive     bool
-	wait          bool
-	lastETag      string
-	timeout       time.Duration // 0: unbounded
+	alt       string // "", "json" or "text"
+	recursive bool
+	wait      bool
+	lastETag  string
+	timeout   time.Duration
+	// timeoutGiven reports whether timeout bounds the wait; a timeout_sec
+	// too large for a duration leaves the wait unbounded.
 	timeoutGiven  bool
 	hasParameters bool
 }
+
+// maxTimeoutSec is the largest timeout_sec a time.Duration holds.
+const maxTimeoutSec = uint64(math.MaxInt64 / int64(time.Second))
 
 // parseParams reads the query string; unknown parameters are ignored, as
 // the real server does, and bad values of known ones are refused. It
@@ -163,13 +170,19 @@ func parseParams(raw string) (params, string) {
 	default:
 		return p, fmt.Sprintf("alt must be json or text, not %q", alt)
 	}
+	// An empty last_etag counts as none.
 	p.lastETag = get("last_etag")
 	if ts := get("timeout_sec"); ts != "" {
-		n, err := strconv.Atoi(ts)
-		if err != nil || n < 0 {
+		n, err := strconv.ParseUint(ts, 10, 64)
+		switch {
+		case errors.Is(err, strconv.ErrRange) || err == nil && n > maxTimeoutSec:
+			// Longer than a time.Duration holds (292 years): unbounded,
+			// never wrapped round to an instant.
+		case err != nil:
 			return p, fmt.Sprintf("timeout_sec must be a whole number of seconds, not %q", ts)
+		default:
+			p.timeout, p.timeoutGiven = time.Duration(n)*time.Second, true
 		}
-		p.timeout, p.timeoutGiven = time.Duration(n)*time.Second, true
 	}
 	return p, ""
 }
@@ -241,6 +254,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if key == "instance/maintenance-event" {
 		s.eng.NoteQuery(vm.Name)
+	}
+	if p.wait && p.lastETag == "" {
+		// No last_etag: wait for a change from the value current now, as
+		// the seed's own curl and PowerShell samples expect.
+		p.lastETag = n.etag[0]
 	}
 	if p.wait && n.etag[0] == p.lastETag {
 		held := s.waiters[vm.Name]

@@ -427,10 +427,23 @@ func TestUpcomingMaintenance(t *testing.T) {
 		if err := e.Complete(t.Context(), ev.ID); err != nil {
 			t.Fatal(err)
 		}
+		// Once a maintenance has ended, nothing is upcoming: an empty 200,
+		// not the claim that nothing was ever received.
 		w = get(h, vmAddr, "instance/upcoming-maintenance")
-		check(t, w, http.StatusServiceUnavailable, "application/json", none)
-		if tag := etagOf(t, w); tag != absent {
-			t.Fatalf("absent ETag %s, before %s", tag, absent)
+		ended := text(t, w, "")
+		if ended == absent || ended == pending || ended == ongoing {
+			t.Fatalf("ended ETag %s equals an earlier one", ended)
+		}
+		if tag := jsonBody(t, get(h, vmAddr, "instance/upcoming-maintenance?alt=json"), `{}`); tag != ended {
+			t.Fatalf("alt=json ETag %s, text %s", tag, ended)
+		}
+		// The directory above shows the empty object, and its text form
+		// no upcoming-maintenance lines.
+		if b := get(h, vmAddr, "instance/?recursive=true").Body.String(); !strings.Contains(b, `"upcomingMaintenance":{}`) {
+			t.Fatalf("instance/?recursive=true: %s", b)
+		}
+		if b := get(h, vmAddr, "instance/?recursive=true&alt=text").Body.String(); strings.Contains(b, "upcoming") {
+			t.Fatalf("instance/?recursive=true&alt=text: %s", b)
 		}
 
 		// An unplanned event, created Started, is UNSCHEDULED.

@@ -46,8 +46,8 @@ type node struct {
 	etag []string
 	// dir reports whether the node is a directory.
 	dir bool
-	// absent marks a key with no value now (upcoming-maintenance when no
-	// maintenance is announced); GETs answer 503.
+	// absent marks a key with no value now (upcoming-maintenance before
+	// any maintenance was ever announced); GETs answer 503.
 	absent bool
 	// fill, when set, computes a directory's recursive forms and ETag on
 	// first use: a change re-renders only the keys that changed.
@@ -83,8 +83,14 @@ type doc struct {
 var upcomingFields = []string{"can_reschedule", "latest_window_start_time", "maintenance_status", "type", "window_end_time", "window_start_time"}
 
 // noNotification is the body real servers send for upcoming-maintenance
-// when nothing is announced.
+// when no notification was ever received.
 const noNotification = `{ "error": "no notifications have been received yet, try again later" }`
+
+// noUpcoming is the upcoming-maintenance value once a maintenance has
+// ended (or was withdrawn) and no other is announced: an empty object,
+// as the documentation shows it, so a long-poll wakes with a 200 and
+// the Go client's Subscribe sees the end (docs/wire-decisions.md).
+var noUpcoming = map[string]string{}
 
 // tree is a directory being built: leaf values and subdirectories.
 type tree struct {
@@ -124,11 +130,7 @@ func buildTree(vm *forewarn.VM, maint, preempted string, up map[string]string) *
 	inst.leaves["machine-type"] = fmt.Sprintf("projects/%d/machineTypes/%s", num, vm.MachineType)
 	inst.leaves["maintenance-event"] = maint
 	inst.leaves["preempted"] = preempted
-	if up != nil {
-		inst.leaves["upcoming-maintenance"] = up
-	} else {
-		inst.leaves["upcoming-maintenance"] = nil
-	}
+	inst.leaves["upcoming-maintenance"] = nilIfEmpty(up)
 	sched.leaves["automatic-restart"] = upper(!vm.Evictable())
 	sched.leaves["on-host-maintenance"] = vm.OnHostMaintenance
 	sched.leaves["preemptible"] = upper(vm.Preemptible)
@@ -144,7 +146,7 @@ func buildTree(vm *forewarn.VM, maint, preempted string, up map[string]string) *
 // that contain them to be filled on first use.
 func render(v *engine.View, prev *doc, c *renderCache) *doc {
 	maint, preempted := maintenanceEvent(v), upper(v.Preempted)
-	up, upNode, upText := c.upcoming(upcomingEvent(v))
+	up, upNode, upText := c.upcoming(upcomingEvent(v), v.Maintained)
 	dynamic := [3]string{maint, preempted, upText}
 	if prev != nil && prev.dynamic == dynamic {
 		return nil
@@ -170,6 +172,8 @@ func render(v *engine.View, prev *doc, c *renderCache) *doc {
 	return d
 }
 
+// nilIfEmpty returns m as a tree leaf: untyped nil for a nil map, so the
+// key renders as absent.
 func nilIfEmpty(m map[string]string) any {
 	if m == nil {
 		return nil
@@ -241,6 +245,9 @@ func (t *tree) flatten(prefix string, b *strings.Builder) {
 		case int64:
 			fmt.Fprintf(b, "%s%s %d\n", prefix, k, v)
 		case map[string]string:
+			if len(v) == 0 {
+				continue
+			}
 			for _, f := range upcomingFields {
 				fmt.Fprintf(b, "%s%s/%s %s\n", prefix, k, f, v[f])
 			}
@@ -266,6 +273,10 @@ func leafNode(v any) *node {
 		n.text = strconv.AppendInt(nil, v, 10)
 		n.json = n.text
 	case map[string]string:
+		if len(v) == 0 { // nothing announced now; a maintenance ended
+			n.text, n.json = []byte{}, []byte("{}")
+			break
+		}
 		var b strings.Builder
 		for i, k := range upcomingFields {
 			if i > 0 {
@@ -330,6 +341,9 @@ func maintenanceEvent(v *engine.View) string {
 type renderCache struct {
 	leaves map[string]*node
 	up     map[*forewarn.Event]upcomingEntry
+	// absent and ended are the upcoming-maintenance values with nothing
+	// announced, before any maintenance and after one.
+	absent, ended upcomingEntry
 }
 
 type upcomingEntry struct {
@@ -352,9 +366,22 @@ func (c *renderCache) leaf(v string) *node {
 	return n
 }
 
-// upcoming returns the upcoming-maintenance fields, node and text of ev,
-// or the absent node when ev is nil.
-func (c *renderCache) upcoming(ev *forewarn.Event) (map[string]string, *node, string) {
+// upcoming returns the upcoming-maintenance fields, node and text of ev.
+// With ev nil it returns the empty value when a maintenance was ever
+// announced (maintained), and the absent node otherwise.
+func (c *renderCache) upcoming(ev *forewarn.Event, maintained bool) (map[string]string, *node, string) {
+	if ev == nil {
+		e := &c.absent
+		f := map[string]string(nil)
+		if maintained {
+			e, f = &c.ended, noUpcoming
+		}
+		if e.node == nil {
+			n := leafNode(nilIfEmpty(f))
+			*e = upcomingEntry{fields: f, node: n, text: string(n.text)}
+		}
+		return e.fields, e.node, e.text
+	}
 	if e, ok := c.up[ev]; ok {
 		return e.fields, e.node, e.text
 	}
@@ -362,7 +389,7 @@ func (c *renderCache) upcoming(ev *forewarn.Event) (map[string]string, *node, st
 		c.up = map[*forewarn.Event]upcomingEntry{}
 	}
 	f := upcomingFieldsOf(ev)
-	n := leafNode(nilIfEmpty(f))
+	n := leafNode(f)
 	e := upcomingEntry{fields: f, node: n, text: string(n.text)}
 	c.up[ev] = e
 	return e.fields, e.node, e.text

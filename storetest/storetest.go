@@ -142,8 +142,8 @@ func RunDurable(t *testing.T, open func(t *testing.T, dir string) forewarn.Store
 // testEventFields fails when Event or Approval grow a field that
 // eventDiff does not compare, or VMRecord one that vmDiff does not.
 func testEventFields(t *testing.T) {
-	if n := reflect.TypeFor[forewarn.Event]().NumField(); n != 16 {
-		t.Errorf("forewarn.Event has %d fields, the suite compares 16: update eventDiff and fullEvent", n)
+	if n := reflect.TypeFor[forewarn.Event]().NumField(); n != 17 {
+		t.Errorf("forewarn.Event has %d fields, the suite compares 17: update eventDiff and fullEvent", n)
 	}
 	if n := reflect.TypeFor[forewarn.Approval]().NumField(); n != 2 {
 		t.Errorf("forewarn.Approval has %d fields, the suite compares 2: update eventDiff", n)
@@ -638,6 +638,7 @@ func fullEvent(n int) *forewarn.Event {
 		WarnedAt:    time.Date(2026, 3, 1, 10, 9, 1, 987654321, cet),
 		StartedAt:   time.Date(2026, 3, 1, 10, 10, 1, 987654321, cet),
 		EndedAt:     time.Date(2026, 3, 1, 10, 15, 2, 1, cet),
+		ResumedAt:   time.Date(2026, 3, 1, 11, 0, 0, 42, cet),
 		Approvals: []forewarn.Approval{
 			{By: "vm-a", At: time.Date(2026, 3, 1, 9, 5, 0, 500, time.UTC)},
 			{By: forewarn.Operator, At: time.Date(2026, 3, 1, 10, 10, 1, 0, cet)},
@@ -831,6 +832,7 @@ func eventDiff(want, got *forewarn.Event) string {
 	timeField("WarnedAt", want.WarnedAt, got.WarnedAt)
 	timeField("StartedAt", want.StartedAt, got.StartedAt)
 	timeField("EndedAt", want.EndedAt, got.EndedAt)
+	timeField("ResumedAt", want.ResumedAt, got.ResumedAt)
 	if len(got.Approvals) != len(want.Approvals) {
 		field("Approvals", want.Approvals, got.Approvals)
 	} else {

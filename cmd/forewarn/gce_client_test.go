@@ -15,6 +15,7 @@ import (
 	"cloud.google.com/go/compute/metadata"
 
 	"github.com/forewarn/forewarn"
+	"github.com/forewarn/forewarn/engine"
 )
 
 const gceFleet = `vms:
@@ -115,16 +116,61 @@ func TestRealGCEClient(t *testing.T) {
 		t.Fatalf("Subscribe returned %v", err)
 	}
 
-	// Preemption of a Spot VM.
+	// upcoming-maintenance through a whole maintenance: after the first
+	// one it reads empty; then PENDING, ONGOING and empty again, each once.
+	if v, err := c.GetWithContext(context.Background(), "instance/maintenance-event"); err != nil || v != "NONE" {
+		t.Fatalf("maintenance-event: %q %v", v, err) // read, so the next migration is warned
+	}
+	upcoming := subscribe(t, c, "instance/upcoming-maintenance")
+	if v := upcoming.next(t); v.value != "" {
+		t.Fatalf("upcoming-maintenance after a maintenance: %q, want empty", v.value)
+	}
+	id := strings.TrimSpace(s.mustCLI(t, "event", "create", "--type", "MIGRATE_ON_HOST_MAINTENANCE", "--vm", "gce_0", "--notice", "3s", "--lasts", "2s"))
+	if v := upcoming.next(t); !strings.Contains(v.value, "maintenance_status PENDING\n") {
+		t.Fatalf("upcoming-maintenance after create: %q", v.value)
+	}
+	if v := upcoming.next(t); !strings.Contains(v.value, "maintenance_status ONGOING\n") {
+		t.Fatalf("upcoming-maintenance at NotBefore: %q", v.value)
+	}
+	end := upcoming.next(t)
+	final = s.event(t, id)
+	if d := end.at.Sub(final.EndedAt); end.value != "" || final.Status != forewarn.Completed || d < 0 || d > time.Second {
+		t.Fatalf("upcoming-maintenance %q %v after the end (event %s), want empty within 1 s", end.value, d, final.Status)
+	}
+	upcoming.quiet(t)
+	upcoming.cancel()
+
+	// Preemption of a Spot VM, and starting it again: Subscribe on
+	// preempted sees FALSE, TRUE, FALSE, each once.
 	spot := gceClient(t, s, "127.0.0.7")
-	if v, err := spot.GetWithContext(context.Background(), "instance/preempted"); err != nil || v != "FALSE" {
-		t.Fatalf("preempted before evict: %q %v", v, err)
+	preempted := subscribe(t, spot, "instance/preempted")
+	if v := preempted.next(t); v.value != "FALSE" {
+		t.Fatalf("preempted before evict: %q", v.value)
 	}
-	if out := s.mustCLI(t, "vm", "evict", "spot_0"); len(strings.TrimSpace(out)) != 36 {
-		t.Fatalf("vm evict printed %q", out)
+	pid := strings.TrimSpace(s.mustCLI(t, "vm", "evict", "spot_0"))
+	if len(pid) != 36 {
+		t.Fatalf("vm evict printed %q", pid)
 	}
-	if v, err := spot.GetWithContext(context.Background(), "instance/preempted"); err != nil || v != "TRUE" {
-		t.Fatalf("preempted after evict: %q %v", v, err)
+	if v := preempted.next(t); v.value != "TRUE" {
+		t.Fatalf("preempted after evict: %q", v.value)
+	}
+	if _, errOut, code := s.cli(t, "vm", "start", "spot_0"); code != 1 || !strings.Contains(errOut, `VM "spot_0" is being preempted; start it once it is stopped`) {
+		t.Fatalf("vm start while being preempted: exit %d %q", code, errOut)
+	}
+	s.mustCLI(t, "event", "complete", pid) // stopped now rather than in 30 s
+	if st := vmState(t, s, "spot_0"); st != "stopped" {
+		t.Fatalf("spot_0 is %q after its preemption, want stopped", st)
+	}
+	if out := s.mustCLI(t, "vm", "start", "spot_0"); out != "spot_0 running\n" {
+		t.Fatalf("vm start printed %q", out)
+	}
+	if v := preempted.next(t); v.value != "FALSE" {
+		t.Fatalf("preempted after vm start: %q", v.value)
+	}
+	preempted.quiet(t)
+	preempted.cancel()
+	if st := vmState(t, s, "spot_0"); st != "running" {
+		t.Fatalf("spot_0 is %q after vm start", st)
 	}
 	if v, err := spot.GetWithContext(context.Background(), "instance/scheduling/provisioning-model"); err != nil || v != "SPOT" {
 		t.Fatalf("provisioning-model: %q %v", v, err)
@@ -140,4 +186,68 @@ func TestRealGCEClient(t *testing.T) {
 		t.Fatalf("Azure VM on a GCE path: %v, want 404 (NotDefinedError)", err)
 	}
 	s.stop(t)
+}
+
+// subscription is a running Subscribe of the real client.
+type subscription struct {
+	got    chan seen
+	done   chan error
+	cancel context.CancelFunc
+}
+
+// subscribe runs c.SubscribeWithContext on key until the test ends.
+func subscribe(t *testing.T, c *metadata.Client, key string) *subscription {
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &subscription{got: make(chan seen, 16), done: make(chan error, 1), cancel: cancel}
+	go func() {
+		s.done <- c.SubscribeWithContext(ctx, key, func(ctx context.Context, v string, ok bool) error {
+			s.got <- seen{v, time.Now()}
+			return nil
+		})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-s.done; !errors.Is(err, context.Canceled) {
+			t.Errorf("Subscribe %s returned %v", key, err)
+		}
+	})
+	return s
+}
+
+// next returns the next value the subscription saw, within 10 s.
+func (s *subscription) next(t *testing.T) seen {
+	t.Helper()
+	select {
+	case v := <-s.got:
+		return v
+	case <-time.After(10 * time.Second):
+		t.Fatal("no value within 10 s")
+	}
+	return seen{}
+}
+
+// quiet checks that no further value arrives within 1.5 s.
+func (s *subscription) quiet(t *testing.T) {
+	t.Helper()
+	select {
+	case v := <-s.got:
+		t.Fatalf("extra value %q", v.value)
+	case <-time.After(1500 * time.Millisecond):
+	}
+}
+
+// vmState returns the state vm list shows for the VM named name.
+func vmState(t *testing.T, s *server, name string) string {
+	t.Helper()
+	var list struct{ VMs []engine.VMInfo }
+	if err := json.Unmarshal([]byte(s.mustCLI(t, "vm", "list", "--json")), &list); err != nil {
+		t.Fatal(err)
+	}
+	for _, vm := range list.VMs {
+		if vm.Name == name {
+			return vm.State
+		}
+	}
+	t.Fatalf("vm list lacks %s", name)
+	return ""
 }

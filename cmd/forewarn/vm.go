@@ -26,6 +26,7 @@ commands:
   restart   ` + vmActionSynopsis + `    raise a User Reboot of the VM
   redeploy  ` + vmActionSynopsis + `    raise a User Redeploy of the VM
   evict     NAME                 preempt a Spot or preemptible VM
+  start     NAME                 start again a GCE VM that a preemption stopped
   delete    NAME                 delete a scale set VM, as a scale-in does
   degrade   ` + vmActionSynopsis + `    raise the Platform Redeploy of a predicted hardware
                                  failure (default notice 7 days)
@@ -47,6 +48,8 @@ func runVM(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return vmAction(ctx, args[0], args[1:], stdout, stderr)
 	case "evict", "delete":
 		return vmRemove(ctx, args[0], args[1:], stdout, stderr)
+	case "start":
+		return vmStart(ctx, args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, vmUsage)
 		return 0
@@ -167,6 +170,24 @@ func vmRemove(ctx context.Context, action string, args []string, stdout, stderr 
 			return err
 		}
 		fmt.Fprintln(stdout, ev.ID)
+		return nil
+	})
+}
+
+// vmStart starts again a Compute Engine VM that a preemption stopped, and
+// prints its name and new state.
+func vmStart(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	c := newCommand("vm start", vmNameSynopsis)
+	return c.run(args, stderr, func(pos []string) error {
+		name, err := oneArg(pos, "VM name")
+		if err != nil {
+			return err
+		}
+		info, err := c.client().StartVM(ctx, name)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "%s %s\n", info.Name, info.State)
 		return nil
 	})
 }
