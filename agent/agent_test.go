@@ -36,10 +36,12 @@ import (
 const testFleet = `vms:
   - name: web_0
     ip: 127.0.0.2
-    availabilitySet: web
+    scaleSet: web
+    instanceId: "0"
   - name: web_1
     ip: 127.0.0.3
-    availabilitySet: web
+    scaleSet: web
+    instanceId: "1"
   - name: solo
     ip: 127.0.0.4
   - name: gce_0

@@ -30,8 +30,8 @@ const (
 func testFleet() *forewarn.Fleet {
 	ip := func(s string) netip.Addr { return netip.MustParseAddrPort(s).Addr() }
 	return &forewarn.Fleet{VMs: []*forewarn.VM{
-		{Name: "web_0", IP: ip(web0), Provider: forewarn.Azure, AvailabilitySet: "web"},
-		{Name: "web_1", IP: ip(web1), Provider: forewarn.Azure, AvailabilitySet: "web"},
+		{Name: "web_0", IP: ip(web0), Provider: forewarn.Azure, ScaleSet: "web", InstanceID: "0", Spot: true},
+		{Name: "web_1", IP: ip(web1), Provider: forewarn.Azure, ScaleSet: "web", InstanceID: "1"},
 		{Name: "db_0", IP: ip(db0), Provider: forewarn.Azure, AvailabilitySet: "db", UpdateDomain: 1},
 		{Name: "gce_0", IP: ip(gce0), Provider: forewarn.GCE},
 	}}

@@ -454,6 +454,17 @@ func (e *Engine) create(ctx context.Context, s Spec, guard func() error) (*forew
 			return nil, forewarn.Errorf(forewarn.EINVALID,
 				"VM %q cannot be live migrated (it has a GPU or onHostMaintenance TERMINATE); use %s", name, forewarn.TerminateOnHostMaintenance)
 		}
+		switch first := e.fleet.VM(s.VMs[0]); {
+		case s.Type == forewarn.Terminate && vm.ScaleSet == "":
+			return nil, forewarn.Errorf(forewarn.EINVALID,
+				"VM %q is not in a scale set; a Terminate is a scale set's delete notice (use a Reboot or Redeploy)", name)
+		case s.Type == forewarn.Terminate && vm.ScaleSet != first.ScaleSet:
+			return nil, forewarn.Errorf(forewarn.EINVALID,
+				"VMs %q (scale set %s) and %q (scale set %s) are in different scale sets; one Terminate spans one scale set",
+				first.Name, first.ScaleSet, name, vm.ScaleSet)
+		case s.Type == forewarn.Preempt && !vm.Evictable():
+			return nil, forewarn.Errorf(forewarn.EINVALID, "VM %q is not a Spot or preemptible VM; only those are preempted", name)
+		}
 		if named[name] {
 			return nil, forewarn.Errorf(forewarn.EINVALID, "VM %q is named twice", name)
 		}
@@ -474,6 +485,10 @@ func (e *Engine) create(ctx context.Context, s Spec, guard func() error) (*forew
 	if err := e.checkNotice(s.Type, notice, s.Started); err != nil {
 		return nil, err
 	}
+	if s.Type == forewarn.Terminate && notice > forewarn.MaxTerminateTimeout && !s.Started {
+		return nil, forewarn.Errorf(forewarn.EINVALID,
+			"notice %s is above %s: a Terminate's notice is its scale set's notBeforeTimeout, PT5M to PT15M", notice, forewarn.MaxTerminateTimeout)
+	}
 	duration := -1
 	if s.Duration != nil {
 		duration = *s.Duration
@@ -482,10 +497,18 @@ func (e *Engine) create(ctx context.Context, s Spec, guard func() error) (*forew
 		}
 	}
 	source := s.Source
-	if source == "" {
+	switch {
+	case source == "" && s.Type == forewarn.Terminate:
+		source = forewarn.User // the scale set owner deletes
+	case source == "":
 		source = forewarn.Platform
-	} else if _, err := forewarn.ParseSource(string(source)); err != nil {
-		return nil, err
+	default:
+		if _, err := forewarn.ParseSource(string(source)); err != nil {
+			return nil, err
+		}
+		if s.Type == forewarn.Terminate && source != forewarn.User {
+			return nil, forewarn.Errorf(forewarn.EINVALID, "a Terminate is the scale set owner's delete; its EventSource is User, not %s", source)
+		}
 	}
 	lasts := s.Lasts
 	switch {

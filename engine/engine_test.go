@@ -18,7 +18,7 @@ func testFleet() *forewarn.Fleet {
 		{Name: "web_1", Provider: forewarn.Azure, AvailabilitySet: "web"},
 		{Name: "db_0", Provider: forewarn.Azure, AvailabilitySet: "db"},
 		{Name: "db_1", Provider: forewarn.Azure, AvailabilitySet: "db"},
-		{Name: "solo", Provider: forewarn.Azure},
+		{Name: "solo", Provider: forewarn.Azure, Spot: true},
 	}}
 }
 

@@ -34,7 +34,7 @@ func cliServer(t *testing.T) (*engine.Engine, string) {
 	fleet := &forewarn.Fleet{VMs: []*forewarn.VM{
 		{Name: "web_0", IP: netip.MustParseAddr("10.0.0.4"), Provider: forewarn.Azure, AvailabilitySet: "web"},
 		{Name: "web_1", IP: netip.MustParseAddr("10.0.0.5"), Provider: forewarn.Azure, AvailabilitySet: "web", UpdateDomain: 1},
-		{Name: "db_0", Provider: forewarn.Azure, Zone: "2"},
+		{Name: "db_0", Provider: forewarn.Azure, Zone: "2", Spot: true},
 		{Name: "ss_0", Provider: forewarn.Azure, ScaleSet: "ss", InstanceID: "0", PlacementGroup: "pg0"},
 		{Name: "ss_1", Provider: forewarn.Azure, ScaleSet: "ss", InstanceID: "1", PlacementGroup: "pg0"},
 		{Name: "spot_0", Provider: forewarn.Azure, ScaleSet: "spot", InstanceID: "0", Spot: true},
@@ -222,7 +222,7 @@ func TestVMCommands(t *testing.T) {
 	want := "NAME    IP        PROVIDER  STATE    ENABLED  LAST SEEN             SCOPE   ZONE           UD  SPOT  INCARNATION  EVENTS\n" +
 		"web_0   10.0.0.4  azure     running  yes      " + T + "  web     -              0   -     2            " + restart.ID + "\n" +
 		"web_1   10.0.0.5  azure     running  yes      " + T + "  web     -              1   -     2            " + restart.ID + "\n" +
-		"db_0    -         azure     running  yes      " + T + "  -       2              0   -     2            " + redeploy.ID + "\n" +
+		"db_0    -         azure     running  yes      " + T + "  -       2              0   yes   2            " + redeploy.ID + "\n" +
 		"ss_0    -         azure     running  yes      " + T + "  ss:pg0  -              0   -     1            -\n" +
 		"ss_1    -         azure     running  yes      " + T + "  ss:pg0  -              0   -     1            -\n" +
 		"spot_0  -         azure     running  no       -                     spot    -              0   yes   1            -\n" +
@@ -416,6 +416,14 @@ func TestErrors(t *testing.T) {
 		{"delete standalone VM", []string{"vm", "delete", "db_0"}, 1,
 			"forewarn: VM \"db_0\" is not in a scale set; vm delete raises a scale set Terminate\n"},
 		{"delete unknown VM", []string{"vm", "delete", "nope"}, 1, "forewarn: unknown VM \"nope\"\n"},
+		{"Terminate outside a scale set", []string{"event", "create", "--type", "Terminate", "--vm", "web_0"}, 1,
+			"forewarn: VM \"web_0\" is not in a scale set; a Terminate is a scale set's delete notice (use a Reboot or Redeploy)\n"},
+		{"Terminate notice above the timeout range", []string{"event", "create", "--type", "Terminate", "--vm", "ss_0", "--notice", "16m"}, 1,
+			"forewarn: notice 16m0s is above 15m0s: a Terminate's notice is its scale set's notBeforeTimeout, PT5M to PT15M\n"},
+		{"Platform Terminate", []string{"event", "create", "--type", "Terminate", "--vm", "ss_0", "--source", "Platform"}, 1,
+			"forewarn: a Terminate is the scale set owner's delete; its EventSource is User, not Platform\n"},
+		{"Preempt of a regular VM", []string{"event", "create", "--type", "Preempt", "--vm", "web_0"}, 1,
+			"forewarn: VM \"web_0\" is not a Spot or preemptible VM; only those are preempted\n"},
 		{"degrade unknown VM", []string{"vm", "degrade", "nope"}, 1, "forewarn: unknown VM \"nope\"\n"},
 		{"degrade GCE VM", []string{"vm", "degrade", "gce_0"}, 1,
 			"forewarn: VM \"gce_0\" is a gce VM; Redeploy events are not for gce VMs\n"},
