@@ -78,7 +78,7 @@ func NewServer(eng *engine.Engine, log *slog.Logger) *Server {
 	}
 	eng.Subscribe(func(v *engine.View) {
 		if p := s.docs[v.VM.Name]; p != nil {
-			p.Store(render(v))
+			p.Store(render(v, eng.Fleet()))
 		}
 	})
 
@@ -178,6 +178,12 @@ func (s *Server) handleNotFound(w http.ResponseWriter, r *http.Request) {
 // the headers every IMDS request must carry. It writes the error and
 // returns nil when the request may not proceed.
 func (s *Server) caller(w http.ResponseWriter, r *http.Request) *forewarn.VM {
+	return s.callerHeader(w, r, true)
+}
+
+// callerHeader is caller; with needHeader false a missing Metadata
+// header is let through.
+func (s *Server) callerHeader(w http.ResponseWriter, r *http.Request, needHeader bool) *forewarn.VM {
 	addr, err := netip.ParseAddrPort(r.RemoteAddr)
 	var vm *forewarn.VM
 	if err == nil {
@@ -193,7 +199,7 @@ func (s *Server) caller(w http.ResponseWriter, r *http.Request) *forewarn.VM {
 	case len(r.Header.Values("X-Forwarded-For")) > 0:
 		writeError(w, http.StatusBadRequest, msgForwarded)
 		return nil
-	case !strings.EqualFold(r.Header.Get("Metadata"), "true"):
+	case !metadataHeaderOK(r.Header.Get("Metadata"), needHeader):
 		writeError(w, http.StatusBadRequest, msgNoHeader)
 		return nil
 	}
@@ -206,6 +212,15 @@ func (s *Server) caller(w http.ResponseWriter, r *http.Request) *forewarn.VM {
 		return nil
 	}
 	return vm
+}
+
+// metadataHeaderOK reports whether a Metadata header value h lets a
+// request through: "true" in any case, or absent when it is not needed.
+func metadataHeaderOK(h string, needed bool) bool {
+	if h == "" {
+		return !needed
+	}
+	return strings.EqualFold(h, "true")
 }
 
 func addrString(a netip.AddrPort, err error) string {
@@ -246,7 +261,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusMethodNotAllowed, msgMethod)
 		return
 	}
-	vm := s.caller(w, r)
+	vm := s.callerHeader(w, r, r.Method != http.MethodPost || !previewQuery(r.URL.RawQuery))
 	if vm == nil {
 		return
 	}
@@ -272,7 +287,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if r.Method == http.MethodPost {
-		s.approve(w, r, vm)
+		s.approve(w, r, vm, &versions[vi])
 		return
 	}
 	d := s.docs[vm.Name].Load()
@@ -286,6 +301,20 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	h["Content-Length"] = d.clens[vi]
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(d.bodies[vi])
+}
+
+// previewQuery reports whether a query string asks for the 2017-03-01
+// preview, whose POSTs need no Metadata header: the 2017-08-01 release
+// enforced it "for all requests" (seeds 000 and 003), and the preview's
+// C# sample approves without it (seed 001).
+func previewQuery(raw string) bool {
+	var buf [8]query.Param
+	q, err := query.Parse(raw, buf[:0])
+	if err != nil || query.Repeated(q) != "" {
+		return false
+	}
+	v, _ := query.Get(q, "api-version")
+	return v == versions[0].name
 }
 
 // etagMatch reports whether an If-None-Match header value matches etag,
@@ -314,7 +343,7 @@ type startRequests struct {
 
 // approve handles a POST of StartRequests from vm, whatever its
 // Content-Type.
-func (s *Server) approve(w http.ResponseWriter, r *http.Request, vm *forewarn.VM) {
+func (s *Server) approve(w http.ResponseWriter, r *http.Request, vm *forewarn.VM, ver *version) {
 	body, err := readBody(w, r)
 	if err != nil {
 		var tooLarge *http.MaxBytesError
@@ -343,6 +372,14 @@ func (s *Server) approve(w http.ResponseWriter, r *http.Request, vm *forewarn.VM
 	if len(ids) == 0 {
 		w.WriteHeader(http.StatusOK)
 		return
+	}
+	// An event of a type this api-version does not show is, to this
+	// caller, no event at all.
+	for _, id := range ids {
+		if t, err := s.eng.TypeOf(id); err == nil && !ver.shows(t) {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf(msgUnknownEvent, id))
+			return
+		}
 	}
 	if err := s.eng.Approve(r.Context(), vm.Name, ids); err != nil {
 		switch forewarn.ErrorCode(err) {

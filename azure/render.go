@@ -22,7 +22,8 @@ import (
 // version is one Scheduled Events api-version and what it renders.
 type version struct {
 	name string
-	// underscore prefixes IaaS resource names with "_" (the preview).
+	// underscore prefixes IaaS resource names with "_" (the preview);
+	// cloud service role instances keep their names.
 	underscore  bool
 	preempt     bool
 	terminate   bool
@@ -94,11 +95,12 @@ type doc struct {
 	clens   [][]string
 }
 
-// render prepares the documents of view v for every version.
-func render(v *engine.View) *doc {
+// render prepares the documents of view v for every version. fleet
+// tells IaaS VMs from cloud service role instances.
+func render(v *engine.View, fleet *forewarn.Fleet) *doc {
 	d := &doc{vm: v.VM, deleted: v.Deleted}
 	for i := range versions {
-		body := appendDocument(nil, &versions[i], v)
+		body := appendDocument(nil, &versions[i], v, fleet)
 		h := fnv.New32a()
 		h.Write(body)
 		etag := fmt.Sprintf(`"%d-%08x"`, v.Incarnation, h.Sum32())
@@ -111,7 +113,7 @@ func render(v *engine.View) *doc {
 
 // appendDocument appends the compact JSON document of view v as version
 // ver renders it, with the keys in the order real responses have.
-func appendDocument(b []byte, ver *version, v *engine.View) []byte {
+func appendDocument(b []byte, ver *version, v *engine.View, fleet *forewarn.Fleet) []byte {
 	b = append(b, `{"DocumentIncarnation":`...)
 	b = strconv.AppendInt(b, v.Incarnation, 10)
 	b = append(b, `,"Events":[`...)
@@ -135,7 +137,7 @@ func appendDocument(b []byte, ver *version, v *engine.View) []byte {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			if ver.underscore {
+			if ver.underscore && iaas(fleet, r) {
 				r = "_" + r
 			}
 			b = appendString(b, r)
@@ -157,6 +159,14 @@ func appendDocument(b []byte, ver *version, v *engine.View) []byte {
 		b = append(b, '}')
 	}
 	return append(b, "]}"...)
+}
+
+// iaas reports whether the VM named name is an IaaS VM, whose name the
+// 2017-03-01 preview prefixes with "_", rather than a cloud service role
+// instance, which it shows as it is (seed 001: "FrontEnd_IN_0").
+func iaas(fleet *forewarn.Fleet, name string) bool {
+	vm := fleet.VM(name)
+	return vm == nil || vm.CloudService == ""
 }
 
 // appendString appends s as a JSON string.

@@ -383,6 +383,19 @@ func (e *Engine) Event(id string) (*forewarn.Event, error) {
 	return ev.Clone(), nil
 }
 
+// TypeOf returns the type of the event with the given ID, without
+// copying the event.
+// Errors: ENOTFOUND.
+func (e *Engine) TypeOf(id string) (forewarn.EventType, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	ev, err := e.lookup(id)
+	if err != nil {
+		return "", err
+	}
+	return ev.Type, nil
+}
+
 // Events returns copies of every event, active and ended, oldest first.
 func (e *Engine) Events() []*forewarn.Event {
 	e.mu.Lock()
