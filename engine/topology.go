@@ -151,27 +151,20 @@ func (e *Engine) settle(now time.Time, changed []*forewarn.Event) []*forewarn.Ev
 		// changes (approved, timed out, ended).
 		if ss := e.scaleSetOf(c); c.Type == forewarn.Terminate && ss != "" {
 			var pending []*forewarn.Event
-			ready := true
 			seen := map[string]bool{}
 			for _, name := range e.scaleSets[ss] {
 				for id := range e.byVM[name] {
 					if o := get(id); !seen[id] && o.Type == forewarn.Terminate && o.Status == forewarn.Scheduled && e.scaleSetOf(o) == ss {
 						seen[id] = true
 						pending = append(pending, o)
-						ready = ready && (o.Approved() || !now.Before(o.NotBefore))
 					}
 				}
 			}
-			if c.Status == forewarn.Scheduled && get(c.ID) == c && !slices.ContainsFunc(pending, func(o *forewarn.Event) bool { return o.ID == c.ID }) {
+			if c.Status == forewarn.Scheduled && get(c.ID) == c && !seen[c.ID] {
 				pending = append(pending, c) // a new event, not in e.events yet
-				ready = ready && (c.Approved() || !now.Before(c.NotBefore))
 			}
-			if ready {
-				for _, o := range pending {
-					o = o.Clone()
-					o.Status, o.StartedAt, o.NotBefore = forewarn.Started, now.Round(0), time.Time{}
-					put(o)
-				}
+			for _, o := range terminatesDue(pending, now) {
+				put(o)
 			}
 		}
 
@@ -199,6 +192,47 @@ func (e *Engine) settle(now time.Time, changed []*forewarn.Event) []*forewarn.Ev
 	out := make([]*forewarn.Event, len(order))
 	for i, id := range order {
 		out[i] = ws[id]
+	}
+	return out
+}
+
+// terminatesDue applies the scale set rule (seed 004) to the Scheduled
+// Terminates of one scale set and returns those that start now, started:
+//
+//   - every Terminate starts at its own NotBefore at the latest, whatever
+//     the others: the delete is mandatory at the timeout;
+//   - before that, an approved Terminate starts once every pending one
+//     with an earlier or the same NotBefore is approved or timed out, so
+//     deletes with one NotBefore start all together or not at all.
+//
+// A start at the timeout is dated at NotBefore, an early one at now.
+func terminatesDue(pending []*forewarn.Event, now time.Time) []*forewarn.Event {
+	slices.SortFunc(pending, func(a, b *forewarn.Event) int {
+		return cmp.Or(a.NotBefore.Compare(b.NotBefore), cmp.Compare(a.ID, b.ID))
+	})
+	var out []*forewarn.Event
+	blocked := false // an earlier Terminate is neither approved nor timed out
+	for i := 0; i < len(pending); {
+		j := i
+		ready := true
+		for ; j < len(pending) && pending[j].NotBefore.Equal(pending[i].NotBefore); j++ {
+			o := pending[j]
+			ready = ready && (o.Approved() || !now.Before(o.NotBefore))
+		}
+		for _, o := range pending[i:j] {
+			at := now.Round(0)
+			switch {
+			case !now.Before(o.NotBefore):
+				at = o.NotBefore
+			case blocked || !ready:
+				continue
+			}
+			o = o.Clone()
+			o.Status, o.StartedAt, o.NotBefore = forewarn.Started, at, time.Time{}
+			out = append(out, o)
+		}
+		blocked = blocked || !ready
+		i = j
 	}
 	return out
 }

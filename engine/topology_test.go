@@ -459,3 +459,83 @@ func TestLastSeenSavedOnClose(t *testing.T) {
 		}
 	})
 }
+
+// TestTerminateMandatoryAtTimeout checks seed 004's mandatory delete: a
+// Terminate starts at its own NotBefore, to the second, while a later
+// delete of its scale set is still pending, and a steady scale-in never
+// holds an earlier delete. An approved Terminate still waits for the
+// earlier pending ones until they are approved or time out.
+func TestTerminateMandatoryAtTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newTopoEngine(t, true)
+		t0 := time.Now()
+		first, err := e.Delete(t.Context(), "ss_0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		step(2 * time.Minute)
+		second, err := e.Delete(t.Context(), "ss_1") // NotBefore +12m, never approved
+		if err != nil {
+			t.Fatal(err)
+		}
+		step(time.Minute)
+		third, err := e.Delete(t.Context(), "ss_2") // NotBefore +13m, approved at once
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Approve(t.Context(), "ss_2", []string{third.ID}); err != nil {
+			t.Fatal(err)
+		}
+		wantStatus(t, e, forewarn.Scheduled, first.ID, second.ID, third.ID)
+		step(7*time.Minute - time.Second) // +9m59s
+		wantStatus(t, e, forewarn.Scheduled, first.ID, second.ID, third.ID)
+		step(time.Second) // +10m: the first times out, whatever the later ones
+		wantStatus(t, e, forewarn.Started, first.ID)
+		wantStatus(t, e, forewarn.Scheduled, second.ID, third.ID)
+		if got := mustEvent(t, e, first.ID); !got.StartedAt.Equal(t0.Add(10 * time.Minute)) {
+			t.Fatalf("first started at %v, want %v", got.StartedAt, t0.Add(10*time.Minute))
+		}
+		step(2*time.Minute - time.Second) // +11m59s: the approved third still waits for the second
+		wantStatus(t, e, forewarn.Scheduled, second.ID, third.ID)
+		step(time.Second) // +12m: the second times out, and the third goes with it
+		wantStatus(t, e, forewarn.Started, second.ID, third.ID)
+		for _, c := range []struct {
+			id string
+			at time.Duration
+		}{{second.ID, 12 * time.Minute}, {third.ID, 12 * time.Minute}} {
+			if got := mustEvent(t, e, c.id); !got.StartedAt.Equal(t0.Add(c.at)) {
+				t.Fatalf("%s started at %v, want +%v", c.id, got.StartedAt.Sub(t0), c.at)
+			}
+		}
+	})
+}
+
+// TestTerminateApprovedWaitsForEarlier checks that an approved Terminate
+// starts at once when the earlier pending one is approved too, and that
+// approving the earlier one alone starts only it.
+func TestTerminateApprovedWaitsForEarlier(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newTopoEngine(t, true)
+		first, _ := e.Delete(t.Context(), "ss_0")
+		step(time.Minute)
+		second, _ := e.Delete(t.Context(), "ss_1")
+		step(time.Minute)
+		third, _ := e.Delete(t.Context(), "ss_2")
+		if err := e.Approve(t.Context(), "ss_2", []string{third.ID}); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Approve(t.Context(), "ss_0", []string{first.ID}); err != nil {
+			t.Fatal(err)
+		}
+		// The first has no earlier one: it starts. The third waits for the second.
+		wantStatus(t, e, forewarn.Started, first.ID)
+		wantStatus(t, e, forewarn.Scheduled, second.ID, third.ID)
+		if err := e.Approve(t.Context(), "ss_1", []string{second.ID}); err != nil {
+			t.Fatal(err)
+		}
+		wantStatus(t, e, forewarn.Started, second.ID, third.ID)
+		if got := mustEvent(t, e, third.ID); !got.StartedAt.Equal(time.Now()) {
+			t.Fatalf("third started at %v, want now", got.StartedAt)
+		}
+	})
+}
