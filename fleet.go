@@ -79,6 +79,9 @@ type ScaleSet struct {
 	// TerminateTimeout is the Terminate notice, the scale set's
 	// notBeforeTimeout: 5 to 15 minutes.
 	TerminateTimeout time.Duration `json:"terminateNotBeforeTimeout"`
+	// DisableTerminateNotifications turns the scale set's Terminate
+	// notifications off: a delete then raises no Terminate event.
+	DisableTerminateNotifications bool `json:"disableTerminateNotifications,omitempty"`
 }
 
 // Terminate notice bounds and default (Azure's notBeforeTimeout).
@@ -88,15 +91,20 @@ const (
 	DefaultTerminateTimeout = MinTerminateTimeout
 )
 
-// TerminateTimeout returns the Terminate notice of the scale set named
-// name: its configured timeout, or the default.
-func (f *Fleet) TerminateTimeout(name string) time.Duration {
+// ScaleSetSettings returns the Terminate settings of the scale set named
+// name as the fleet gives them: its configured timeout and opt-in, or
+// the defaults (PT5M, notifications on).
+func (f *Fleet) ScaleSetSettings(name string) ScaleSetRecord {
+	r := ScaleSetRecord{TerminateTimeout: DefaultTerminateTimeout, TerminateNotifications: true}
 	for _, s := range f.ScaleSets {
-		if s.Name == name && s.TerminateTimeout > 0 {
-			return s.TerminateTimeout
+		if s.Name == name {
+			if s.TerminateTimeout > 0 {
+				r.TerminateTimeout = s.TerminateTimeout
+			}
+			r.TerminateNotifications = !s.DisableTerminateNotifications
 		}
 	}
-	return DefaultTerminateTimeout
+	return r
 }
 
 // Scope returns the VMs of the availability set, cloud service or scale

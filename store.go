@@ -15,6 +15,21 @@ type State struct {
 	Incarnations map[string]int64
 	// VMs maps a VM name to what the engine remembers of it.
 	VMs map[string]*VMRecord
+	// ScaleSets maps a scale set name to the settings an operator changed
+	// at run time; they override the fleet file's.
+	ScaleSets map[string]*ScaleSetRecord
+}
+
+// ScaleSetRecord is a scale set's Terminate settings as an operator set
+// them at run time (seed 004: the timeout is modifiable, and Terminate
+// notifications are opted in or out per scale set).
+type ScaleSetRecord struct {
+	// TerminateTimeout is the notBeforeTimeout of new deletes, 5 to 15
+	// minutes.
+	TerminateTimeout time.Duration `json:"terminateNotBeforeTimeout"`
+	// TerminateNotifications reports whether a delete raises a Terminate
+	// event; without them a VM is deleted at once.
+	TerminateNotifications bool `json:"terminateNotifications"`
 }
 
 // VMRecord is the persisted state of one VM beyond its events.
@@ -50,6 +65,8 @@ type Change struct {
 	Incarnations map[string]int64
 	// VMs are set whole for the named VMs.
 	VMs map[string]*VMRecord
+	// ScaleSets are set whole for the named scale sets.
+	ScaleSets map[string]*ScaleSetRecord
 }
 
 // Store persists the fleet's events and incarnations. Implementations are
@@ -96,6 +113,14 @@ func (c *Change) Validate() error {
 		}
 		if r == nil {
 			return Errorf(EINVALID, "VM record for %s is nil", vm)
+		}
+	}
+	for ss, r := range c.ScaleSets {
+		if ss == "" {
+			return Errorf(EINVALID, "scale set record for a scale set without a name")
+		}
+		if r == nil {
+			return Errorf(EINVALID, "scale set record for %s is nil", ss)
 		}
 	}
 	return nil

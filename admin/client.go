@@ -133,6 +133,32 @@ func (c *Client) StartVM(ctx context.Context, name string) (*engine.VMInfo, erro
 	return &info, nil
 }
 
+// ScaleSets returns every scale set with its Terminate settings in force.
+func (c *Client) ScaleSets(ctx context.Context) ([]engine.ScaleSetInfo, error) {
+	var resp scaleSetsResponse
+	if err := c.do(ctx, http.MethodGet, "/v1/scalesets", nil, &resp); err != nil {
+		return nil, err
+	}
+	return resp.ScaleSets, nil
+}
+
+// SetScaleSet changes the Terminate settings of the scale set named name:
+// timeout, when not empty, is an ISO 8601 or Go duration; notifications,
+// when not nil, turns Terminate notifications on or off.
+// Errors: ENOTFOUND for an unknown scale set, EINVALID for a bad timeout
+// or nothing to change.
+func (c *Client) SetScaleSet(ctx context.Context, name, timeout string, notifications *bool) (*engine.ScaleSetInfo, error) {
+	req := scaleSetRequest{TerminateNotifications: notifications}
+	if timeout != "" {
+		req.TerminateTimeout = &timeout
+	}
+	var info engine.ScaleSetInfo
+	if err := c.do(ctx, http.MethodPatch, "/v1/scalesets/"+url.PathEscape(name), req, &info); err != nil {
+		return nil, err
+	}
+	return &info, nil
+}
+
 // Delete deletes the scale set VM named name as a scale-in does: a User
 // Terminate with the scale set's notBeforeTimeout as notice, after which
 // the VM is gone. A Spot VM is deleted at once, its Terminate Completed

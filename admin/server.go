@@ -27,6 +27,7 @@ import (
 
 	"github.com/forewarn/forewarn"
 	"github.com/forewarn/forewarn/engine"
+	"github.com/forewarn/forewarn/fleetfile"
 )
 
 // MaxBodyBytes is the largest request body the server reads; a larger
@@ -72,6 +73,20 @@ type WaveRequest struct {
 
 // vmRequest is the optional body of POST /v1/vms/{name}/restart,
 // /redeploy and /degrade.
+// scaleSetRequest is the body of PATCH /v1/scalesets/{name}; a field
+// left out keeps its value.
+type scaleSetRequest struct {
+	// TerminateTimeout is an ISO 8601 duration (PT10M) or a Go duration
+	// (10m), 5 to 15 minutes.
+	TerminateTimeout       *string `json:"terminateNotBeforeTimeout,omitempty"`
+	TerminateNotifications *bool   `json:"terminateNotifications,omitempty"`
+}
+
+// scaleSetsResponse is the body of GET /v1/scalesets.
+type scaleSetsResponse struct {
+	ScaleSets []engine.ScaleSetInfo `json:"scaleSets"`
+}
+
 type vmRequest struct {
 	// Notice is a Go duration string; empty means the type's minimum.
 	Notice string `json:"notice,omitempty"`
@@ -147,6 +162,8 @@ func NewServer(eng *engine.Engine, log *slog.Logger) *Server {
 	s.mux.HandleFunc("POST /v1/vms/{name}/start", s.handleStartVM)
 	s.mux.HandleFunc("POST /v1/vms/{name}/delete", s.handleDelete)
 	s.mux.HandleFunc("POST /v1/vms/{name}/degrade", s.handleDegrade)
+	s.mux.HandleFunc("GET /v1/scalesets", s.handleListScaleSets)
+	s.mux.HandleFunc("PATCH /v1/scalesets/{name}", s.handleSetScaleSet)
 	s.mux.HandleFunc("GET /v1/audit", s.handleAudit)
 	// Go's profiler, behind the same loopback-or-token rule as the rest.
 	s.mux.HandleFunc("GET /debug/pprof/", pprof.Index)
@@ -392,6 +409,48 @@ func (s *Server) handleStartVM(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.writeJSON(w, r, http.StatusOK, info)
+}
+
+func (s *Server) handleListScaleSets(w http.ResponseWriter, r *http.Request) {
+	s.writeJSON(w, r, http.StatusOK, scaleSetsResponse{ScaleSets: s.eng.ScaleSets()})
+}
+
+// handleSetScaleSet changes a scale set's Terminate settings at run time.
+func (s *Server) handleSetScaleSet(w http.ResponseWriter, r *http.Request) {
+	var req scaleSetRequest
+	if err := decode(w, r, &req, false); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var c engine.ScaleSetChange
+	if req.TerminateTimeout != nil {
+		d, err := parseTimeout(*req.TerminateTimeout)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		c.TerminateTimeout = &d
+	}
+	c.TerminateNotifications = req.TerminateNotifications
+	info, err := s.eng.SetScaleSet(r.Context(), r.PathValue("name"), c)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, info)
+}
+
+// parseTimeout reads a Terminate timeout: ISO 8601 (PT10M), as the fleet
+// file and Azure write it, or a Go duration (10m).
+func parseTimeout(v string) (time.Duration, error) {
+	if strings.HasPrefix(v, "P") {
+		d, err := fleetfile.ParseISODuration(v)
+		if err != nil {
+			return 0, forewarn.Errorf(forewarn.EINVALID, "invalid terminateNotBeforeTimeout %q: %v", v, err)
+		}
+		return d, nil
+	}
+	return parseDuration("terminateNotBeforeTimeout", v)
 }
 
 // handleDelete deletes a scale set VM as a scale-in does.

@@ -1,12 +1,13 @@
 // Package bolt implements forewarn.Store on a bbolt file, the embedded
 // default store.
 //
-// The file holds four buckets: "events" maps an event ID to the event's
+// The file holds five buckets: "events" maps an event ID to the event's
 // JSON, "incarnations" maps a VM name to its DocumentIncarnation, "vms"
-// maps a VM name to the JSON of its forewarn.VMRecord, and "meta" holds
-// the store's revision; numbers are 8-byte big-endian. Every Commit is one
-// bbolt transaction, synced to disk before it returns. A file written
-// before "vms" existed is valid: Open adds the bucket.
+// maps a VM name to the JSON of its forewarn.VMRecord, "scalesets" maps a
+// scale set name to the JSON of its forewarn.ScaleSetRecord, and "meta"
+// holds the store's revision; numbers are 8-byte big-endian. Every Commit
+// is one bbolt transaction, synced to disk before it returns. A file
+// written before "vms" or "scalesets" existed is valid: Open adds them.
 //
 // Only one process may open a file at a time. Open checks the whole file
 // and refuses a damaged one rather than serve partial or empty data.
@@ -51,6 +52,7 @@ var (
 	incarnationsBucket = []byte("incarnations")
 	metaBucket         = []byte("meta")
 	vmsBucket          = []byte("vms")
+	scaleSetsBucket    = []byte("scalesets")
 	revisionKey        = []byte("revision")
 )
 
@@ -148,7 +150,7 @@ func verify(path string) (missing [][]byte, err error) {
 
 // allBuckets lists every bucket of a store, those of the first layout
 // first.
-var allBuckets = [][]byte{eventsBucket, incarnationsBucket, metaBucket, vmsBucket}
+var allBuckets = [][]byte{eventsBucket, incarnationsBucket, metaBucket, vmsBucket, scaleSetsBucket}
 
 // classify maps an error from bbolt.Open to ErrLocked or ErrCorrupt when
 // it is one, and returns other errors (a missing directory, permissions)
@@ -224,6 +226,17 @@ func check(tx *bbolt.Tx, size int64) (missing [][]byte, err error) {
 	}); err != nil {
 		return nil, err
 	}
+	if sets := tx.Bucket(scaleSetsBucket); sets == nil {
+		missing = append(missing, scaleSetsBucket) // written before scale set records
+	} else if err := sets.ForEach(func(k, v []byte) error {
+		var r forewarn.ScaleSetRecord
+		if err := json.Unmarshal(v, &r); err != nil {
+			return fmt.Errorf("%w: scale set record %q: %w", ErrCorrupt, k, err)
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
 
 	// Check reports every problem; keep the first and drain the rest so
 	// its goroutine is done with the pages before the file closes.
@@ -251,7 +264,8 @@ func (s *Store) Load(ctx context.Context) (*forewarn.State, error) {
 	if s.isClosed() {
 		return nil, errClosed()
 	}
-	st := &forewarn.State{Incarnations: make(map[string]int64), VMs: make(map[string]*forewarn.VMRecord)}
+	st := &forewarn.State{Incarnations: make(map[string]int64), VMs: make(map[string]*forewarn.VMRecord),
+		ScaleSets: make(map[string]*forewarn.ScaleSetRecord)}
 	err := s.db.View(func(tx *bbolt.Tx) error {
 		st.Revision = getInt(tx.Bucket(metaBucket).Get(revisionKey))
 		events := tx.Bucket(eventsBucket)
@@ -272,12 +286,22 @@ func (s *Store) Load(ctx context.Context) (*forewarn.State, error) {
 		}); err != nil {
 			return err
 		}
-		return tx.Bucket(vmsBucket).ForEach(func(k, v []byte) error {
+		if err := tx.Bucket(vmsBucket).ForEach(func(k, v []byte) error {
 			r, err := decodeVM(v)
 			if err != nil {
 				return fmt.Errorf("VM record %q: %w", k, err)
 			}
 			st.VMs[string(k)] = r
+			return nil
+		}); err != nil {
+			return err
+		}
+		return tx.Bucket(scaleSetsBucket).ForEach(func(k, v []byte) error {
+			r := new(forewarn.ScaleSetRecord)
+			if err := json.Unmarshal(v, r); err != nil {
+				return fmt.Errorf("scale set record %q: %w", k, err)
+			}
+			st.ScaleSets[string(k)] = r
 			return nil
 		})
 	})
@@ -318,6 +342,14 @@ func (s *Store) Commit(ctx context.Context, c *forewarn.Change) (int64, error) {
 		}
 		vmRecords[vm] = b
 	}
+	setRecords := make(map[string][]byte, len(c.ScaleSets))
+	for name, r := range c.ScaleSets {
+		b, err := json.Marshal(r)
+		if err != nil {
+			return 0, forewarn.Errorf(forewarn.EINVALID, "scale set record for %s: %v", name, err)
+		}
+		setRecords[name] = b
+	}
 
 	var rev int64
 	err := s.db.Update(func(tx *bbolt.Tx) error {
@@ -355,6 +387,12 @@ func (s *Store) Commit(ctx context.Context, c *forewarn.Change) (int64, error) {
 		for vm, b := range vmRecords {
 			if err := vms.Put([]byte(vm), b); err != nil {
 				return fmt.Errorf("put VM record of %s: %w", vm, err)
+			}
+		}
+		sets := tx.Bucket(scaleSetsBucket)
+		for name, b := range setRecords {
+			if err := sets.Put([]byte(name), b); err != nil {
+				return fmt.Errorf("put scale set record of %s: %w", name, err)
 			}
 		}
 		rev = cur + 1

@@ -210,8 +210,8 @@ func TestOpenOldLayout(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if got := rawBuckets(t, path); strings.Join(got, ",") != "events,incarnations,meta,vms" {
-		t.Errorf("after Open the file has buckets %v, want vms added", got)
+	if got := rawBuckets(t, path); strings.Join(got, ",") != "events,incarnations,meta,scalesets,vms" {
+		t.Errorf("after Open the file has buckets %v, want scalesets and vms added", got)
 	}
 
 	s = open(t, path)

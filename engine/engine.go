@@ -118,8 +118,10 @@ type VMInfo struct {
 	// State is "running", "stopped" once a Compute Engine preemption
 	// completed, or "deleted" once an Azure Preempt or Terminate did.
 	State string `json:"state"`
-	// Enabled reports whether the VM's scheduled events are enabled: it
-	// called its metadata API within the disable window.
+	// Enabled reports whether the VM's scheduled events are enabled: a VM
+	// of its service (itself, or one it shares an availability set, cloud
+	// service or scale set placement group with) called its metadata API
+	// within the disable window.
 	Enabled bool `json:"enabled"`
 	// LastSeen is when the VM last called its metadata API.
 	LastSeen time.Time `json:"lastSeen,omitzero"`
@@ -153,6 +155,9 @@ type Engine struct {
 	peers map[string][][]*forewarn.VM
 	// scaleSets lists the VM names of each scale set; read-only.
 	scaleSets map[string][]string
+	// setOverrides holds the scale set settings changed at run time;
+	// guarded by mu.
+	setOverrides map[string]forewarn.ScaleSetRecord
 	// peerSig fingerprints each Azure VM's peers (see VMRecord.Peers);
 	// read-only.
 	peerSig map[string]string
@@ -201,6 +206,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		byVM:         make(map[string]map[string]*forewarn.Event),
 		byWave:       make(map[string]map[string]*forewarn.Event),
 		scaleSets:    make(map[string][]string),
+		setOverrides: make(map[string]forewarn.ScaleSetRecord, len(st.ScaleSets)),
 		inc:          make(map[string]int64, len(cfg.Fleet.VMs)),
 		timers:       make(map[string]*time.Timer),
 	}
@@ -215,6 +221,9 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		if vm.ScaleSet != "" {
 			e.scaleSets[vm.ScaleSet] = append(e.scaleSets[vm.ScaleSet], vm.Name)
 		}
+	}
+	for name, r := range st.ScaleSets {
+		e.setOverrides[name] = *r
 	}
 	for _, ev := range st.Events {
 		e.install(ev)
@@ -412,14 +421,16 @@ func (e *Engine) Events() []*forewarn.Event {
 func (e *Engine) VMs() []VMInfo {
 	out := make([]VMInfo, 0, len(e.fleet.VMs))
 	now := time.Now()
+	cache := map[*forewarn.VM]bool{}
 	for _, vm := range e.fleet.VMs {
-		out = append(out, e.info(vm, now))
+		out = append(out, e.info(vm, now, cache))
 	}
 	return out
 }
 
-// info returns vm with its current document state.
-func (e *Engine) info(vm *forewarn.VM, now time.Time) VMInfo {
+// info returns vm with its current document state; cache is as
+// serviceEnabled takes it.
+func (e *Engine) info(vm *forewarn.VM, now time.Time, cache map[*forewarn.VM]bool) VMInfo {
 	v := e.View(vm.Name)
 	info := VMInfo{VM: *vm, Incarnation: v.Incarnation, State: "running", Events: []string{}}
 	switch {
@@ -431,7 +442,7 @@ func (e *Engine) info(vm *forewarn.VM, now time.Time) VMInfo {
 	if ns := e.seen[vm.Name].Load(); ns != 0 {
 		info.LastSeen = time.Unix(0, ns).UTC()
 	}
-	info.Enabled = e.enabled(vm.Name, now)
+	info.Enabled = e.serviceEnabled(vm, now, cache)
 	for _, ev := range v.Events {
 		info.Events = append(info.Events, ev.ID)
 	}
@@ -492,7 +503,7 @@ func (e *Engine) create(ctx context.Context, s Spec, guard func() error) (*forew
 	if notice == 0 {
 		notice = s.Type.MinNotice()
 		if vm := e.fleet.VM(s.VMs[0]); s.Type == forewarn.Terminate && vm.ScaleSet != "" {
-			notice = e.fleet.TerminateTimeout(vm.ScaleSet)
+			notice = e.lockedScaleSetSettings(vm.ScaleSet).TerminateTimeout
 		}
 	}
 	if err := e.checkNotice(s.Type, notice, s.Started); err != nil {

@@ -82,7 +82,7 @@ func (e *Engine) StartVM(ctx context.Context, name string) (VMInfo, error) {
 		return VMInfo{}, err
 	}
 	e.log.Info("VM started", "vm", name)
-	return e.info(vm, now), nil
+	return e.info(vm, now, map[*forewarn.VM]bool{}), nil
 }
 
 // deleted reports whether the Azure VM named name is gone. e.mu must be
@@ -274,20 +274,53 @@ func (e *Engine) enabled(name string, now time.Time) bool {
 	return ns != 0 && now.Sub(time.Unix(0, ns)) < e.disableAfter
 }
 
-// unheard reports whether ev is a Platform event on Azure VMs none of
-// which has scheduled events enabled: nobody listens, so it skips its
-// notice.
+// unheard reports whether ev is a Platform event on Azure VMs whose
+// services all have scheduled events disabled: nobody listens, so it
+// skips its notice. Enablement is per service (seeds 000 and 003: "for
+// your service"; seed 004 for a scale set): the VMs that share a scope
+// with a VM are its service, and a standalone VM is its own. Each scope
+// group is checked once, so the cost is linear in the VMs involved.
 func (e *Engine) unheard(ev *forewarn.Event, now time.Time) bool {
 	if ev.Source != forewarn.Platform {
 		return false
 	}
+	checked := map[*forewarn.VM]bool{} // scope groups, by their first VM
 	for _, name := range ev.Resources {
 		vm := e.fleet.VM(name)
-		if vm == nil || vm.Provider != forewarn.Azure || e.enabled(name, now) {
+		if vm == nil || vm.Provider != forewarn.Azure {
 			return false
+		}
+		for _, g := range e.peers[name] {
+			if checked[g[0]] {
+				continue
+			}
+			checked[g[0]] = true
+			for _, peer := range g {
+				if e.enabled(peer.Name, now) {
+					return false
+				}
+			}
 		}
 	}
 	return true
+}
+
+// serviceEnabled reports whether the service of vm, the VMs it shares a
+// scope with, has scheduled events enabled at now. cache remembers the
+// answer per scope group, so that asking for every VM of the fleet stays
+// linear.
+func (e *Engine) serviceEnabled(vm *forewarn.VM, now time.Time, cache map[*forewarn.VM]bool) bool {
+	for _, g := range e.peers[vm.Name] {
+		on, ok := cache[g[0]]
+		if !ok {
+			on = slices.ContainsFunc(g, func(p *forewarn.VM) bool { return e.enabled(p.Name, now) })
+			cache[g[0]] = on
+		}
+		if on {
+			return true
+		}
+	}
+	return false
 }
 
 // persistLoop writes the LastSeen of VMs that NoteRequest hands it, until
@@ -488,15 +521,20 @@ func (e *Engine) Delete(ctx context.Context, name string) (*forewarn.Event, erro
 		}
 		return nil
 	}
-	if vm.Spot {
+	settings := e.lockedScaleSetSettings(vm.ScaleSet)
+	if vm.Spot || !settings.TerminateNotifications {
 		e.mu.Lock()
 		defer e.mu.Unlock()
 		if err := taken(); err != nil {
 			return nil, err
 		}
+		desc := "Spot VM deleted without a Terminate notice"
+		if !vm.Spot {
+			desc = "Deleted without a Terminate notice: the scale set's Terminate notifications are off"
+		}
 		now := time.Now().Round(0)
 		ev := &forewarn.Event{ID: newID(), Type: forewarn.Terminate, Status: forewarn.Completed, Resources: []string{name},
-			Duration: -1, Source: forewarn.User, Description: "Spot VM deleted without a Terminate notice",
+			Duration: -1, Source: forewarn.User, Description: desc,
 			Created: now, StartedAt: now, EndedAt: now}
 		if err := e.commit(ctx, now, []*forewarn.Event{ev}, nil); err != nil {
 			return nil, err
@@ -504,7 +542,7 @@ func (e *Engine) Delete(ctx context.Context, name string) (*forewarn.Event, erro
 		return ev.Clone(), nil
 	}
 	return e.create(ctx, Spec{Type: forewarn.Terminate, VMs: []string{name}, Source: forewarn.User,
-		Notice: e.fleet.TerminateTimeout(vm.ScaleSet)}, taken)
+		Notice: settings.TerminateTimeout}, taken)
 }
 
 // DefaultDegradeNotice is the notice of a predicted hardware failure.

@@ -29,6 +29,9 @@ type scaleSetEntry struct {
 	Name string `yaml:"name"`
 	// An ISO 8601 duration, PT5M to PT15M; PT5M when left out.
 	TerminateNotBeforeTimeout *string `yaml:"terminateNotBeforeTimeout"`
+	// Whether a delete raises a Terminate event (seed 004's
+	// scheduledEventsProfile opt-in); true when left out.
+	TerminateNotifications *bool `yaml:"terminateNotifications"`
 }
 
 type vmEntry struct {
@@ -155,6 +158,9 @@ func Parse(data []byte) (*forewarn.Fleet, error) {
 				return nil, forewarn.Errorf(forewarn.EINVALID, "%s: terminateNotBeforeTimeout %q is outside PT5M..PT15M", where, *t)
 			}
 			s.TerminateTimeout = d
+		}
+		if n := e.TerminateNotifications; n != nil {
+			s.DisableTerminateNotifications = !*n
 		}
 		fleet.ScaleSets = append(fleet.ScaleSets, s)
 	}

@@ -179,8 +179,8 @@ vms:
 		t.Errorf("ScaleSets = %v, want none", f.ScaleSets)
 	}
 	// A scale set that is not listed under scaleSets gets the default notice.
-	if d := f.TerminateTimeout("vmss"); d != forewarn.DefaultTerminateTimeout {
-		t.Errorf("TerminateTimeout(vmss) = %v", d)
+	if r := f.ScaleSetSettings("vmss"); r.TerminateTimeout != forewarn.DefaultTerminateTimeout || !r.TerminateNotifications {
+		t.Errorf("ScaleSetSettings(vmss) = %+v", r)
 	}
 }
 
@@ -262,6 +262,7 @@ scaleSets:
   - name: web
     terminateNotBeforeTimeout: PT10M
   - name: api                  # the default notice
+    terminateNotifications: false
   - name: min
     terminateNotBeforeTimeout: PT300S
   - name: max
@@ -276,7 +277,7 @@ scaleSets:
 	}
 	want := []forewarn.ScaleSet{
 		{Name: "web", TerminateTimeout: 10 * time.Minute},
-		{Name: "api", TerminateTimeout: 5 * time.Minute},
+		{Name: "api", TerminateTimeout: 5 * time.Minute, DisableTerminateNotifications: true},
 		{Name: "min", TerminateTimeout: 5 * time.Minute},
 		{Name: "max", TerminateTimeout: 15 * time.Minute},
 		{Name: "secs", TerminateTimeout: 7*time.Minute + 30500*time.Millisecond},
@@ -290,9 +291,13 @@ scaleSets:
 			t.Errorf("scale set %d: %+v, want %+v", i, *f.ScaleSets[i], want[i])
 		}
 	}
-	for name, d := range map[string]time.Duration{"web": 10 * time.Minute, "api": 5 * time.Minute, "unlisted": 5 * time.Minute} {
-		if got := f.TerminateTimeout(name); got != d {
-			t.Errorf("TerminateTimeout(%s) = %v, want %v", name, got, d)
+	for name, want := range map[string]forewarn.ScaleSetRecord{
+		"web":      {TerminateTimeout: 10 * time.Minute, TerminateNotifications: true},
+		"api":      {TerminateTimeout: 5 * time.Minute},
+		"unlisted": {TerminateTimeout: 5 * time.Minute, TerminateNotifications: true},
+	} {
+		if got := f.ScaleSetSettings(name); got != want {
+			t.Errorf("ScaleSetSettings(%s) = %+v, want %+v", name, got, want)
 		}
 	}
 }

@@ -25,6 +25,7 @@ type Store struct {
 	events map[string]*forewarn.Event
 	inc    map[string]int64
 	vms    map[string]*forewarn.VMRecord
+	sets   map[string]forewarn.ScaleSetRecord
 	revs   watch.Revisions // the watchers
 }
 
@@ -34,6 +35,7 @@ func New() *Store {
 		events: make(map[string]*forewarn.Event),
 		inc:    make(map[string]int64),
 		vms:    make(map[string]*forewarn.VMRecord),
+		sets:   make(map[string]forewarn.ScaleSetRecord),
 	}
 }
 
@@ -53,6 +55,10 @@ func (s *Store) Load(ctx context.Context) (*forewarn.State, error) {
 		Events:       make([]*forewarn.Event, 0, len(s.events)),
 		Incarnations: make(map[string]int64, len(s.inc)),
 		VMs:          make(map[string]*forewarn.VMRecord, len(s.vms)),
+		ScaleSets:    make(map[string]*forewarn.ScaleSetRecord, len(s.sets)),
+	}
+	for name, r := range s.sets {
+		st.ScaleSets[name] = &r
 	}
 	for _, e := range s.events {
 		st.Events = append(st.Events, e.Clone())
@@ -103,6 +109,9 @@ func (s *Store) Commit(ctx context.Context, c *forewarn.Change) (int64, error) {
 	for vm, r := range c.VMs {
 		s.vms[vm] = r.Normalized()
 	}
+	for name, r := range c.ScaleSets {
+		s.sets[name] = *r
+	}
 	s.rev++
 	s.revs.Publish(s.rev)
 	return s.rev, nil
@@ -123,7 +132,7 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
-	s.events, s.inc, s.vms = nil, nil, nil
+	s.events, s.inc, s.vms, s.sets = nil, nil, nil, nil
 	s.revs.Close()
 	return nil
 }

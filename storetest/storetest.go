@@ -55,6 +55,7 @@ func Run(t *testing.T, open func(t *testing.T) forewarn.Store) {
 		t.Run("LoadReturnsCopies", func(t *testing.T) { testVMsLoadReturnsCopies(t, newStore(t)) })
 		t.Run("CommitCopies", func(t *testing.T) { testVMsCommitCopies(t, newStore(t)) })
 	})
+	t.Run("ScaleSets", func(t *testing.T) { testScaleSets(t, newStore(t)) })
 	t.Run("Watch", func(t *testing.T) {
 		t.Run("Receives", func(t *testing.T) { testWatchReceives(t, newStore(t)) })
 		t.Run("Coalesces", func(t *testing.T) { testWatchCoalesces(t, newStore(t)) })
@@ -124,6 +125,15 @@ func RunDurable(t *testing.T, open func(t *testing.T, dir string) forewarn.Store
 		st = load(t, s)
 		wantState(t, st, 3, map[string]int64{"vm-a": 7, "vm-b": 1})
 		wantVMs(t, st, wantVMs2)
+
+		// Scale set records survive a reopen.
+		sets := map[string]*forewarn.ScaleSetRecord{"ss": {TerminateTimeout: 12 * time.Minute}, "vmss": {TerminateTimeout: 5 * time.Minute, TerminateNotifications: true}}
+		wantRevision(t, commit(t, s, &forewarn.Change{Revision: 3, ScaleSets: sets}), 4)
+		if err := s.Close(); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+		s = reopen(t, dir)
+		wantScaleSets(t, load(t, s), sets)
 	})
 
 	t.Run("ReopenEmpty", func(t *testing.T) {
@@ -349,6 +359,49 @@ func testVMsRoundTrip(t *testing.T, s forewarn.Store) {
 	want := maps.Clone(vms)
 	want["vm-e"] = e
 	wantVMs(t, st, want)
+}
+
+// testScaleSets checks scale set records: a round trip, whole
+// replacement, records kept when a change does not name them, copies on
+// the way in and out, and refusal of a nil or unnamed record.
+func testScaleSets(t *testing.T, s forewarn.Store) {
+	if st := load(t, s); st.ScaleSets == nil || len(st.ScaleSets) != 0 {
+		t.Fatalf("empty store: ScaleSets %v, want an empty map", st.ScaleSets)
+	}
+	in := &forewarn.ScaleSetRecord{TerminateTimeout: 7 * time.Minute, TerminateNotifications: true}
+	sets := map[string]*forewarn.ScaleSetRecord{"a": in, "b": {TerminateTimeout: 15 * time.Minute}}
+	wantRevision(t, commit(t, s, &forewarn.Change{ScaleSets: sets}), 1)
+	in.TerminateTimeout = time.Hour // the store kept its own copy
+	wantScaleSets(t, load(t, s), map[string]*forewarn.ScaleSetRecord{
+		"a": {TerminateTimeout: 7 * time.Minute, TerminateNotifications: true}, "b": {TerminateTimeout: 15 * time.Minute}})
+
+	st := load(t, s)
+	st.ScaleSets["a"].TerminateNotifications = false // Load returns copies
+	wantRevision(t, commit(t, s, &forewarn.Change{Revision: 1, ScaleSets: map[string]*forewarn.ScaleSetRecord{"b": {}}}), 2)
+	wantScaleSets(t, load(t, s), map[string]*forewarn.ScaleSetRecord{
+		"a": {TerminateTimeout: 7 * time.Minute, TerminateNotifications: true}, "b": {}})
+
+	for _, c := range []*forewarn.Change{
+		{Revision: 2, ScaleSets: map[string]*forewarn.ScaleSetRecord{"": {}}},
+		{Revision: 2, ScaleSets: map[string]*forewarn.ScaleSetRecord{"c": nil}},
+	} {
+		_, err := s.Commit(t.Context(), c)
+		wantCode(t, err, forewarn.EINVALID)
+	}
+	wantRevision(t, load(t, s).Revision, 2)
+}
+
+// wantScaleSets checks the scale set records of st.
+func wantScaleSets(t *testing.T, st *forewarn.State, want map[string]*forewarn.ScaleSetRecord) {
+	t.Helper()
+	if len(st.ScaleSets) != len(want) {
+		t.Fatalf("ScaleSets %v, want %v", st.ScaleSets, want)
+	}
+	for name, w := range want {
+		if g := st.ScaleSets[name]; g == nil || *g != *w {
+			t.Errorf("scale set %s: %+v, want %+v", name, g, w)
+		}
+	}
 }
 
 func testVMsReplace(t *testing.T, s forewarn.Store) {

@@ -3,8 +3,9 @@
 //
 //	forewarn serve [flags]            run the metadata and operator APIs
 //	forewarn event create|list|approve|start|complete|cancel ...
-//	forewarn vm list|restart|redeploy|evict|delete|degrade ...
+//	forewarn vm list|restart|redeploy|evict|start|delete|degrade ...
 //	forewarn maintenance start|list ...
+//	forewarn scaleset list|set ...
 //	forewarn agent [flags]            run the node agent on a VM
 //	forewarn audit [--json]           show recorded operator actions
 //	forewarn bench poll|fanout|engine the load harness
@@ -26,8 +27,9 @@ const usage = `usage: forewarn <command> [arguments]
 commands:
   serve        run the metadata API and the operator API
   event        create, list, approve, start, complete or cancel events
-  vm           list VMs; restart, redeploy, evict, delete or degrade a VM
+  vm           list VMs; restart, redeploy, evict, start, delete or degrade a VM
   maintenance  start or list platform maintenance waves over a scope
+  scaleset     list scale sets; change a scale set's Terminate timeout or notifications
   agent        run the node agent on a VM: watch its events, run handlers, approve
   audit        show the operator actions the server recorded
   bench        the load harness: polling load, long-poll fan-out, engine scale
@@ -57,6 +59,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runVM(ctx, args[1:], stdout, stderr)
 	case "maintenance":
 		return runMaintenance(ctx, args[1:], stdout, stderr)
+	case "scaleset":
+		return runScaleSet(ctx, args[1:], stdout, stderr)
 	case "agent":
 		return runAgent(ctx, args[1:], stdout, stderr)
 	case "audit":
