@@ -161,7 +161,8 @@ func (c *Client) SetScaleSet(ctx context.Context, name, timeout string, notifica
 
 // Delete deletes the scale set VM named name as a scale-in does: a User
 // Terminate with the scale set's notBeforeTimeout as notice, after which
-// the VM is gone. A Spot VM is deleted at once, its Terminate Completed
+// the VM is gone. A Spot VM, or one of a scale set whose Terminate
+// notifications are off, is deleted at once, its Terminate Completed
 // without notice.
 // Errors: ENOTFOUND for an unknown VM, EINVALID for a VM outside a scale
 // set, ECONFLICT for one already deleted or being deleted.

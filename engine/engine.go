@@ -971,8 +971,7 @@ func (e *Engine) arm(ev *forewarn.Event, now time.Time) {
 		delete(e.timers, ev.ID)
 	}
 	at, ok := ev.NextDeadline()
-	if !ok || e.closed || (e.gated(ev) && ev.Status == forewarn.Scheduled && !at.After(now)) {
-		// A scale set Terminate past its NotBefore waits for the others.
+	if !ok || e.closed {
 		return
 	}
 	id := ev.ID
@@ -993,7 +992,7 @@ func (e *Engine) fire(id string) {
 	now := time.Now()
 	c := advance(ev, now, !e.watched(ev), e.gated(ev))
 	if c == nil && e.gated(ev) && !now.Before(ev.NotBefore) {
-		c = ev.Clone() // timed out: the scale set rule decides
+		c = ev.Clone() // timed out: the scale set rule starts it
 	}
 	if c == nil {
 		e.arm(ev, now)
@@ -1018,7 +1017,7 @@ func (e *Engine) fire(id string) {
 // been given.
 //
 // A gated event (a scale set Terminate) never starts here: the scale set
-// rule in settle starts it with the others.
+// rule in settle (terminatesDue) starts it.
 func advance(ev *forewarn.Event, now time.Time, skipWarning, gated bool) *forewarn.Event {
 	var c *forewarn.Event
 	if lead := ev.Type.Lead(); ev.Status == forewarn.Scheduled && lead > 0 && ev.WarnedAt.IsZero() {

@@ -26,8 +26,8 @@ func (e *Engine) scaleSetOf(ev *forewarn.Event) string {
 	return ""
 }
 
-// gated reports whether ev is a scale set Terminate, which starts only
-// together with the scale set's other pending Terminates.
+// gated reports whether ev is a scale set Terminate, which the scale set
+// rule (terminatesDue) starts rather than its own deadline alone.
 func (e *Engine) gated(ev *forewarn.Event) bool {
 	return ev.Type == forewarn.Terminate && e.scaleSetOf(ev) != ""
 }
@@ -98,8 +98,9 @@ func (e *Engine) deleted(name string) bool {
 //   - A VM deleted by a completed Preempt or Terminate leaves the
 //     Resources of every other event; an event left with none is
 //     canceled.
-//   - The Scheduled Terminates of one scale set start together, once every
-//     one of them is approved or past its NotBefore.
+//   - The scale set rule (terminatesDue) starts a scale set's Terminates:
+//     each at its NotBefore at the latest, an approved one earlier once the
+//     earlier pending ones are approved or timed out.
 //   - When a wave's event ends, the wave's next update domain is
 //     scheduled.
 func (e *Engine) settle(now time.Time, changed []*forewarn.Event) []*forewarn.Event {
@@ -502,7 +503,8 @@ func (e *Engine) wave(id string) *Wave {
 
 // Delete deletes a scale set VM the way a scale-in does: a User Terminate
 // with the scale set's notBeforeTimeout as notice; the VM is gone when it
-// completes. A Spot VM gets no Terminate and is deleted at once.
+// completes. A Spot VM, or one of a scale set whose Terminate
+// notifications are off, gets no Terminate and is deleted at once.
 // Errors: ENOTFOUND, EINVALID for a VM outside a scale set, ECONFLICT for
 // one already deleted or being deleted.
 func (e *Engine) Delete(ctx context.Context, name string) (*forewarn.Event, error) {
