@@ -240,6 +240,28 @@ func parseMetrics(t *testing.T, body io.Reader) map[string]float64 {
 }
 
 // wantMetrics checks the samples named in want.
+// wantMetrics checks the agent's metrics against want, scraping until
+// they match or 5 s pass: a hook's files are written before the agent
+// sees the hook exit and counts the run.
+func (r *running) wantMetrics(t *testing.T, want map[string]float64) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		got := r.scrape(t)
+		match := true
+		for k, v := range want {
+			if g, ok := got[k]; !ok || g != v {
+				match = false
+			}
+		}
+		if match || time.Now().After(deadline) {
+			wantMetrics(t, got, want)
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func wantMetrics(t *testing.T, got map[string]float64, want map[string]float64) {
 	t.Helper()
 	for k, v := range want {
@@ -475,7 +497,7 @@ func TestLeaderRule(t *testing.T) {
 	if n := len(runs(t, dir, "drain", other.ID)); n != 0 {
 		t.Errorf("the hook ran %d times for another VM's event", n)
 	}
-	wantMetrics(t, a.scrape(t), map[string]float64{
+	a.wantMetrics(t, map[string]float64{
 		`forewarn_agent_events_seen_total{type="Reboot"}`:                 1,
 		`forewarn_agent_events_seen_total{type="Terminate"}`:              1,
 		`forewarn_agent_handler_runs_total{kind="exec",result="success"}`: 2,
@@ -508,7 +530,7 @@ func TestFailureMeansNoApproval(t *testing.T) {
 	if got := w.event(t, ev.ID); got.Status != forewarn.Scheduled || len(got.Approvals) != 0 {
 		t.Fatalf("after failed handlers: %s approvals %+v, want Scheduled and none", got.Status, got.Approvals)
 	}
-	wantMetrics(t, a.scrape(t), map[string]float64{
+	a.wantMetrics(t, map[string]float64{
 		`forewarn_agent_events_seen_total{type="Redeploy"}`:                  1,
 		`forewarn_agent_handler_runs_total{kind="exec",result="success"}`:    1,
 		`forewarn_agent_handler_runs_total{kind="exec",result="failure"}`:    1,
@@ -674,7 +696,7 @@ func TestOnClearAndState(t *testing.T) {
 		b, _ := os.ReadFile(state)
 		return !strings.Contains(string(b), ev.ID)
 	})
-	wantMetrics(t, b.scrape(t), map[string]float64{
+	b.wantMetrics(t, map[string]float64{
 		`forewarn_agent_events_seen_total{type="Reboot"}`:                     1,
 		`forewarn_agent_handler_runs_total{kind="exec",result="success"}`:     0,
 		`forewarn_agent_handler_runs_total{kind="on_clear",result="success"}`: 1,
@@ -700,11 +722,13 @@ func TestOnClearAndState(t *testing.T) {
 	if n := len(runs(t, dir, "drain", ev2.ID)); n != 1 {
 		t.Errorf("hook ran %d times, want 1", n)
 	}
-	// No temporary files are left next to the state file.
-	entries, _ := os.ReadDir(filepath.Dir(state))
-	if len(entries) != 1 {
-		t.Errorf("state directory holds %d entries, want only state.json", len(entries))
-	}
+	// No temporary files are left next to the state file. The agent may be
+	// mid-save (a temporary file exists until its rename), so wait for the
+	// directory to settle rather than read it once.
+	waitFor(t, "the state directory to hold only state.json", 5*time.Second, func() bool {
+		entries, _ := os.ReadDir(filepath.Dir(state))
+		return len(entries) == 1 && entries[0].Name() == filepath.Base(state)
+	})
 }
 
 // TestCorruptStateRefused: New refuses a corrupt state file, naming it.
@@ -768,7 +792,7 @@ func TestDryRun(t *testing.T) {
 	if _, err := os.Stat(cfg.StateFile); !os.IsNotExist(err) {
 		t.Errorf("dry run wrote the state file: %v", err)
 	}
-	wantMetrics(t, a.scrape(t), map[string]float64{
+	a.wantMetrics(t, map[string]float64{
 		`forewarn_agent_events_seen_total{type="Reboot"}`:                 1,
 		`forewarn_agent_handler_runs_total{kind="exec",result="success"}`: 0,
 		`forewarn_agent_approvals_total`:                                  0,
@@ -790,7 +814,7 @@ func TestTypesFilter(t *testing.T) {
 	if entries, _ := filepath.Glob(filepath.Join(dir, "*.env.*")); len(entries) != 0 {
 		t.Errorf("a Freeze ran handlers: %v", entries)
 	}
-	wantMetrics(t, a.scrape(t), map[string]float64{
+	a.wantMetrics(t, map[string]float64{
 		`forewarn_agent_events_seen_total{type="Freeze"}`:                     1,
 		`forewarn_agent_handler_runs_total{kind="exec",result="success"}`:     0,
 		`forewarn_agent_handler_runs_total{kind="on_clear",result="success"}`: 0,
@@ -919,7 +943,7 @@ func TestGCEMigrationAndPreemption(t *testing.T) {
 	}
 	waitFor(t, "the migration to end", 10*time.Second, func() bool { return w.event(t, ev.ID).Status == forewarn.Completed })
 	waitFor(t, "on-clear", 5*time.Second, func() bool { return len(runs(t, dir, "undrain", id)) == 1 })
-	wantMetrics(t, a.scrape(t), map[string]float64{
+	a.wantMetrics(t, map[string]float64{
 		`forewarn_agent_events_seen_total{type="MIGRATE_ON_HOST_MAINTENANCE"}`: 1,
 		`forewarn_agent_handler_runs_total{kind="exec",result="success"}`:      1,
 		`forewarn_agent_handler_runs_total{kind="on_clear",result="success"}`:  1,
