@@ -69,11 +69,11 @@ const (
 func Load(path string) (*forewarn.Fleet, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("read fleet file: %w", err)
+		return nil, forewarn.Errorf(forewarn.EINVALID, "read fleet file: %v", err)
 	}
 	f, err := Parse(data)
 	if err != nil {
-		return nil, fmt.Errorf("fleet file %s: %w", path, err)
+		return nil, forewarn.Errorf(forewarn.EINVALID, "fleet file %s: %s", path, forewarn.ErrorMessage(err))
 	}
 	return f, nil
 }

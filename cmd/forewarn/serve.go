@@ -144,7 +144,7 @@ func Serve(ctx context.Context, cfg ServeConfig, log *slog.Logger, out io.Writer
 	if cfg.FleetFile != "" {
 		var err error
 		if fleet, err = fleetfile.Load(cfg.FleetFile); err != nil {
-			return errors.New(forewarn.ErrorMessage(err))
+			return errors.New(message(err))
 		}
 	}
 	token, err := adminToken(cfg.AdminTokenFile, log)
