@@ -71,8 +71,6 @@ type WaveRequest struct {
 	Lasts string `json:"lasts,omitempty"`
 }
 
-// vmRequest is the optional body of POST /v1/vms/{name}/restart,
-// /redeploy and /degrade.
 // scaleSetRequest is the body of PATCH /v1/scalesets/{name}; a field
 // left out keeps its value.
 type scaleSetRequest struct {
@@ -87,6 +85,8 @@ type scaleSetsResponse struct {
 	ScaleSets []engine.ScaleSetInfo `json:"scaleSets"`
 }
 
+// vmRequest is the optional body of POST /v1/vms/{name}/restart,
+// /redeploy and /degrade.
 type vmRequest struct {
 	// Notice is a Go duration string; empty means the type's minimum.
 	Notice string `json:"notice,omitempty"`

@@ -280,27 +280,17 @@ func (e *Engine) enabled(name string, now time.Time) bool {
 // skips its notice. Enablement is per service (seeds 000 and 003: "for
 // your service"; seed 004 for a scale set): the VMs that share a scope
 // with a VM are its service, and a standalone VM is its own. Each scope
-// group is checked once, so the cost is linear in the VMs involved.
+// group is checked once (serviceEnabled's cache), so the cost is linear
+// in the VMs involved.
 func (e *Engine) unheard(ev *forewarn.Event, now time.Time) bool {
 	if ev.Source != forewarn.Platform {
 		return false
 	}
-	checked := map[*forewarn.VM]bool{} // scope groups, by their first VM
+	cache := map[*forewarn.VM]bool{}
 	for _, name := range ev.Resources {
 		vm := e.fleet.VM(name)
-		if vm == nil || vm.Provider != forewarn.Azure {
+		if vm == nil || vm.Provider != forewarn.Azure || e.serviceEnabled(vm, now, cache) {
 			return false
-		}
-		for _, g := range e.peers[name] {
-			if checked[g[0]] {
-				continue
-			}
-			checked[g[0]] = true
-			for _, peer := range g {
-				if e.enabled(peer.Name, now) {
-					return false
-				}
-			}
 		}
 	}
 	return true

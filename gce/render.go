@@ -130,7 +130,7 @@ func buildTree(vm *forewarn.VM, maint, preempted string, up map[string]string) *
 	inst.leaves["machine-type"] = fmt.Sprintf("projects/%d/machineTypes/%s", num, vm.MachineType)
 	inst.leaves["maintenance-event"] = maint
 	inst.leaves["preempted"] = preempted
-	inst.leaves["upcoming-maintenance"] = nilIfEmpty(up)
+	inst.leaves["upcoming-maintenance"] = mapLeaf(up)
 	sched.leaves["automatic-restart"] = upper(!vm.Evictable())
 	sched.leaves["on-host-maintenance"] = vm.OnHostMaintenance
 	sched.leaves["preemptible"] = upper(vm.Preemptible)
@@ -172,9 +172,9 @@ func render(v *engine.View, prev *doc, c *renderCache) *doc {
 	return d
 }
 
-// nilIfEmpty returns m as a tree leaf: untyped nil for a nil map, so the
-// key renders as absent.
-func nilIfEmpty(m map[string]string) any {
+// mapLeaf returns m as a tree leaf: untyped nil for a nil map, so the key
+// renders as absent; an empty map renders as the empty value.
+func mapLeaf(m map[string]string) any {
 	if m == nil {
 		return nil
 	}
@@ -377,7 +377,7 @@ func (c *renderCache) upcoming(ev *forewarn.Event, maintained bool) (map[string]
 			e, f = &c.ended, noUpcoming
 		}
 		if e.node == nil {
-			n := leafNode(nilIfEmpty(f))
+			n := leafNode(mapLeaf(f))
 			*e = upcomingEntry{fields: f, node: n, text: string(n.text)}
 		}
 		return e.fields, e.node, e.text
