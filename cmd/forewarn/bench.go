@@ -11,9 +11,12 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/forewarn/forewarn"
 	"github.com/forewarn/forewarn/bench"
 )
 
@@ -22,7 +25,8 @@ const benchUsage = `usage: forewarn bench <mode> [flags]
 modes:
   poll     polling load from many VMs, Forewarn and the same-run ceiling
   fanout   hold one GCE long-poll per VM, flip them all with one event
-  engine   create VMs and pending events, measure memory and deadline firing
+  engine   create VMs and pending events, measure memory and deadline firing;
+           with --wide, one event naming a whole fleet of each given size
 
 Every mode takes --json. Run 'forewarn bench <mode> -h' for its flags.
 `
@@ -83,7 +87,24 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fs.IntVar(&cfg.Events, "events", 10000, "pending events, spread over the VMs")
 		fs.IntVar(&cfg.Fire, "fire", 1000, "deadlines that fire together in each firing measurement")
 		fs.IntVar(&cfg.SmallPending, "small-pending", 1000, "pending events of the baseline firing measurement")
-		run = func() (any, error) { return bench.Engine(ctx, cfg) }
+		wide := fs.String("wide", "", "fleet sizes, comma-separated (1000,10000,100000): measure one event naming every VM instead")
+		var wcfg bench.WideConfig
+		fs.IntVar(&wcfg.SetSize, "wide-set", 200, "with --wide: VMs per availability set (0: standalone VMs)")
+		provider := fs.String("wide-provider", "azure", "with --wide: azure (a Freeze) or gce (a live migration)")
+		run = func() (any, error) {
+			if *wide == "" {
+				return bench.Engine(ctx, cfg)
+			}
+			for _, f := range strings.Split(*wide, ",") {
+				n, err := strconv.Atoi(strings.TrimSpace(f))
+				if err != nil {
+					return nil, fmt.Errorf("--wide %q: %q is not a number", *wide, f)
+				}
+				wcfg.Sizes = append(wcfg.Sizes, n)
+			}
+			wcfg.Provider = forewarn.Provider(*provider)
+			return bench.Wide(ctx, wcfg)
+		}
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, benchUsage)
 		return 0
@@ -142,6 +163,18 @@ func printBench(w io.Writer, rep any) {
 		fmt.Fprintf(tw, "memory\t%d MiB for the VMs and events\n", r.MemoryBytes>>20)
 		fmt.Fprintf(tw, "per fired deadline\t%s at %d pending\t%s at %d pending\tgrowth %.2fx\n",
 			us(r.PerFireSmall), r.Config.SmallPending, us(r.PerFireLarge), r.Config.Events, r.Growth)
+	case *bench.WideReport:
+		ms := func(d time.Duration) string { return fmt.Sprintf("%.1fms", float64(d)/1e6) }
+		fmt.Fprintf(tw, "one %s event naming every VM (sets of %d)\n", r.Config.Provider, r.Config.SetSize)
+		fmt.Fprintln(tw, "VMS\tCREATE\tSTART\tCOMPLETE\tRESTART\tBASE RSS\tPEAK EXTRA RSS\tHEAP EXTRA")
+		for _, x := range r.Runs {
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d MiB\t%d MiB\t%d MiB\n", x.VMs, ms(x.Create), ms(x.Start), ms(x.Complete), ms(x.Restart),
+				x.BaseRSS>>20, x.PeakExtra>>20, x.HeapExtra>>20)
+		}
+		if r.Growth != nil {
+			fmt.Fprintf(tw, "growth, last two sizes\tcreate %.1fx\tstart %.1fx\tcomplete %.1fx\trestart %.1fx\n",
+				r.Growth["create"], r.Growth["start"], r.Growth["complete"], r.Growth["restart"])
+		}
 	}
 }
 
