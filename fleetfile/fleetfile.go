@@ -12,7 +12,10 @@ import (
 	"net/netip"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 
@@ -92,6 +95,12 @@ func Parse(data []byte) (*forewarn.Fleet, error) {
 		}
 		return nil, forewarn.Errorf(forewarn.EINVALID, "%s", strings.TrimPrefix(err.Error(), "yaml: "))
 	}
+	// A second document would be ignored: refuse it rather than load half
+	// of what the file says.
+	var next yaml.Node
+	if err := dec.Decode(&next); !errors.Is(err, io.EOF) {
+		return nil, forewarn.Errorf(forewarn.EINVALID, "the file holds more than one YAML document (a \"---\" line starts another); put every VM and scale set in one document")
+	}
 	if len(f.VMs) == 0 {
 		return nil, forewarn.Errorf(forewarn.EINVALID, "no VMs: the vms list is empty")
 	}
@@ -102,6 +111,9 @@ func Parse(data []byte) (*forewarn.Fleet, error) {
 		where := fmt.Sprintf("vms[%d]", i)
 		if e.Name == "" {
 			return nil, forewarn.Errorf(forewarn.EINVALID, "%s: name is required", where)
+		}
+		if err := visible(fmt.Sprintf("vms[%d] (%s)", i, strconv.QuoteToASCII(e.Name)), &e); err != nil {
+			return nil, err
 		}
 		where = fmt.Sprintf("vms[%d] (%s)", i, e.Name)
 		if strings.ContainsAny(e.Name, " \t\r\n,/\"\\") {
@@ -127,6 +139,9 @@ func Parse(data []byte) (*forewarn.Fleet, error) {
 			return nil, forewarn.Errorf(forewarn.EINVALID, "%s: ip %q is not an IP address", where, e.IP)
 		}
 		ip = ip.Unmap()
+		if why := notSource(ip); why != "" {
+			return nil, forewarn.Errorf(forewarn.EINVALID, "%s: ip %s is %s; no request comes from it", where, ip, why)
+		}
 		if other, dup := addrs[ip]; dup {
 			return nil, forewarn.Errorf(forewarn.EINVALID, "%s: ip %s is already used by %s", where, ip, other)
 		}
@@ -142,6 +157,9 @@ func Parse(data []byte) (*forewarn.Fleet, error) {
 		where := fmt.Sprintf("scaleSets[%d]", i)
 		if e.Name == "" {
 			return nil, forewarn.Errorf(forewarn.EINVALID, "%s: name is required", where)
+		}
+		if r, ok := hidden(e.Name); ok {
+			return nil, forewarn.Errorf(forewarn.EINVALID, "%s (%s): name holds the invisible or control character %U", where, strconv.QuoteToASCII(e.Name), r)
 		}
 		where = fmt.Sprintf("scaleSets[%d] (%s)", i, e.Name)
 		if j, dup := sets[e.Name]; dup {
@@ -165,6 +183,55 @@ func Parse(data []byte) (*forewarn.Fleet, error) {
 		fleet.ScaleSets = append(fleet.ScaleSets, s)
 	}
 	return fleet, nil
+}
+
+// visible checks that the VM entry e's name and the other keys shown to
+// operators hold no character that could hide or disguise them on a
+// terminal or in a log; where names the entry.
+func visible(where string, e *vmEntry) error {
+	for _, k := range []struct{ key, value string }{
+		{"name", e.Name}, {"availabilitySet", e.AvailabilitySet}, {"cloudService", e.CloudService},
+		{"scaleSet", e.ScaleSet}, {"instanceId", e.InstanceID}, {"placementGroup", e.PlacementGroup},
+		{"zone", e.Zone}, {"machineType", e.MachineType}, {"project", e.Project},
+	} {
+		if r, ok := hidden(k.value); ok {
+			return forewarn.Errorf(forewarn.EINVALID, "%s: %s holds the invisible or control character %U", where, k.key, r)
+		}
+	}
+	return nil
+}
+
+// hidden returns the first character of s that would hide or disguise
+// text on a terminal or in a log, and reports whether there is one:
+// control characters (newlines, escape), format characters (bidirectional
+// overrides and isolates, zero-width characters, the byte order mark,
+// the soft hyphen), line and paragraph separators, spaces other than the
+// ASCII space, and bytes that are not UTF-8 (reported as U+FFFD).
+func hidden(s string) (rune, bool) {
+	for _, r := range s {
+		if r == utf8.RuneError || unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp) ||
+			(unicode.IsSpace(r) && r != ' ') {
+			return r, true
+		}
+	}
+	return 0, false
+}
+
+// broadcast is the IPv4 limited broadcast address.
+var broadcast = netip.AddrFrom4([4]byte{255, 255, 255, 255})
+
+// notSource says why ip cannot be the source address of a request, or
+// returns "" when it can be.
+func notSource(ip netip.Addr) string {
+	switch {
+	case ip.IsUnspecified():
+		return "the unspecified address"
+	case ip.IsMulticast():
+		return "a multicast address"
+	case ip == broadcast:
+		return "the broadcast address"
+	}
+	return ""
 }
 
 // instanceID is the form of a scale set instance ID: a decimal number
