@@ -454,7 +454,7 @@ func TestHTTPErrors(t *testing.T) {
 		{"restart unknown field", "POST", "/v1/vms/web_0/restart", `{"notice":"20m","when":"now"}`, 400,
 			`{"error":{"code":"invalid","message":"unknown field \"when\""}}`},
 		{"body too large", "POST", "/v1/events", big, 413,
-			`{"error":{"code":"invalid","message":"request body is larger than 1048576 bytes"}}`},
+			`{"error":{"code":"invalid","message":"request body is larger than 16777216 bytes"}}`},
 		{"wrong method", "DELETE", "/v1/events", "", 405,
 			`{"error":{"code":"invalid","message":"method DELETE is not allowed for /v1/events (allowed: GET, HEAD, POST)"}}`},
 		{"wrong method on action", "GET", "/v1/events/XYZ/approve", "", 405,

@@ -76,9 +76,10 @@ func NewServer(eng *engine.Engine, log *slog.Logger) *Server {
 			s.docs[vm.Name] = new(atomic.Pointer[doc])
 		}
 	}
+	r := &renderer{fleet: eng.Fleet()}
 	eng.Subscribe(func(v *engine.View) {
 		if p := s.docs[v.VM.Name]; p != nil {
-			p.Store(render(v, eng.Fleet()))
+			p.Store(r.render(v))
 		}
 	})
 
@@ -300,7 +301,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	h["Content-Type"] = hdrJSON
 	h["Content-Length"] = d.clens[vi]
 	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(d.bodies[vi])
+	d.writeTo(w, vi)
 }
 
 // previewQuery reports whether a query string asks for the 2017-03-01
@@ -399,8 +400,7 @@ func (s *Server) approve(w http.ResponseWriter, r *http.Request, vm *forewarn.VM
 // unknownID returns the first of ids that vm cannot see, for the error.
 func unknownID(eng *engine.Engine, vm *forewarn.VM, ids []string) string {
 	for _, id := range ids {
-		ev, err := eng.Event(id)
-		if err != nil || !eng.Fleet().Visible(vm, ev) {
+		if !eng.Visible(vm.Name, id) {
 			return id
 		}
 	}

@@ -9,10 +9,12 @@
 package azure
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"hash/fnv"
+	"io"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/forewarn/forewarn"
@@ -33,7 +35,7 @@ type version struct {
 }
 
 // versions lists every Scheduled Events api-version, oldest first.
-var versions = []version{
+var versions = [nVersions]version{
 	{name: "2017-03-01", underscore: true},
 	{name: "2017-08-01"},
 	{name: "2017-11-01", preempt: true},
@@ -42,6 +44,9 @@ var versions = []version{
 	{name: "2019-08-01", preempt: true, terminate: true, description: true, source: true},
 	{name: "2020-07-01", preempt: true, terminate: true, description: true, source: true, duration: true},
 }
+
+// nVersions is the number of Scheduled Events api-versions.
+const nVersions = 7
 
 // Versions returns the Scheduled Events api-versions, oldest first.
 func Versions() []string {
@@ -85,34 +90,172 @@ func FormatNotBefore(t time.Time) string {
 	return t.UTC().Format(notBeforeLayout)
 }
 
-// doc is one VM's prepared document: the body and ETag of every version.
+// doc is one VM's prepared document, for every version: its own head,
+// the events it sees, rendered once and shared by every VM that sees
+// them, and the ETag and Content-Length of each version.
 type doc struct {
 	vm *forewarn.VM
 	// deleted marks a VM that is gone; its requests are refused.
 	deleted bool
-	bodies  [][]byte
-	etags   [][]string // header values, ready to assign
-	clens   [][]string
+	// head is `{"DocumentIncarnation":N,"Events":[`; the body is head,
+	// the parts a version shows separated by commas, and tail.
+	head  []byte
+	parts []*part
+	*headers
 }
 
-// render prepares the documents of view v for every version. fleet
-// tells IaaS VMs from cloud service role instances.
-func render(v *engine.View, fleet *forewarn.Fleet) *doc {
-	d := &doc{vm: v.VM, deleted: v.Deleted}
-	for i := range versions {
-		body := appendDocument(nil, &versions[i], v, fleet)
-		h := fnv.New32a()
-		h.Write(body)
-		etag := fmt.Sprintf(`"%d-%08x"`, v.Incarnation, h.Sum32())
-		d.bodies = append(d.bodies, body)
-		d.etags = append(d.etags, []string{etag})
-		d.clens = append(d.clens, []string{strconv.Itoa(len(body))})
+// headers are a document's header values per version, ready to assign.
+// Documents with equal values share one.
+type headers struct {
+	etags, clens [nVersions][]string
+}
+
+// tail closes every document.
+var tail, comma = []byte("]}"), []byte(",")
+
+// part is one event as every version renders it, shared between the
+// documents of the VMs that see the event.
+type part struct {
+	// json is the event's object per version, nil where the version does
+	// not show the event's type; versions that render alike share bytes.
+	json [nVersions][]byte
+	// sum is a hash of each version's json, for the documents' ETags.
+	sum [nVersions]uint32
+}
+
+// writeTo writes the body of version vi.
+func (d *doc) writeTo(w io.Writer, vi int) {
+	_, _ = w.Write(d.head)
+	n := 0
+	for _, p := range d.parts {
+		if b := p.json[vi]; b != nil {
+			if n > 0 {
+				_, _ = w.Write(comma)
+			}
+			n++
+			_, _ = w.Write(b)
+		}
 	}
+	_, _ = w.Write(tail)
+}
+
+// renderer renders documents. It keeps the parts, heads and header
+// values it made recently, so that one change seen by many VMs is
+// rendered once and their documents share memory. It is used under the
+// engine's lock only (Subscribe), and forgets a kind of entry when it
+// grows past cacheSize of them.
+type renderer struct {
+	fleet   *forewarn.Fleet
+	parts   map[*forewarn.Event]*part
+	heads   map[int64][]byte
+	headers map[string]*headers
+}
+
+const cacheSize = 4096
+
+// part returns ev rendered for every version.
+func (r *renderer) part(ev *forewarn.Event) *part {
+	if p := r.parts[ev]; p != nil {
+		return p
+	}
+	if r.parts == nil || len(r.parts) >= cacheSize {
+		r.parts = map[*forewarn.Event]*part{}
+	}
+	p := new(part)
+	for i := range versions {
+		ver := &versions[i]
+		if !ver.shows(ev.Type) {
+			continue
+		}
+		if i > 0 && p.json[i-1] != nil && versions[i-1].shape() == ver.shape() {
+			p.json[i], p.sum[i] = p.json[i-1], p.sum[i-1]
+			continue
+		}
+		p.json[i] = appendEvent(nil, ver, ev, r.fleet)
+		p.sum[i] = fnv32a(fnvOffset, p.json[i])
+	}
+	r.parts[ev] = p
+	return p
+}
+
+// head returns the opening of a document of incarnation inc.
+func (r *renderer) head(inc int64) []byte {
+	if h := r.heads[inc]; h != nil {
+		return h
+	}
+	if r.heads == nil || len(r.heads) >= cacheSize {
+		r.heads = map[int64][]byte{}
+	}
+	h := strconv.AppendInt([]byte(`{"DocumentIncarnation":`), inc, 10)
+	h = append(h, `,"Events":[`...)
+	r.heads[inc] = h
+	return h
+}
+
+// render prepares the document of view v for every version. Its cost is
+// the number of events v shows, whatever their sizes, but for the events
+// no VM showed before.
+func (r *renderer) render(v *engine.View) *doc {
+	d := &doc{vm: v.VM, deleted: v.Deleted, head: r.head(v.Incarnation), parts: make([]*part, len(v.Events))}
+	for i, ev := range v.Events {
+		d.parts[i] = r.part(ev)
+	}
+	// The ETags and lengths of every version, as one string to look the
+	// shared headers up by.
+	var key []byte
+	var sum [4]byte
+	for vi := range versions {
+		h := fnv32a(fnvOffset, d.head)
+		n, size := 0, len(d.head)+len(tail)
+		for _, p := range d.parts {
+			if b := p.json[vi]; b != nil {
+				size += len(b)
+				if n > 0 {
+					size += len(comma)
+				}
+				n++
+				h = fnv32a(h, binary.BigEndian.AppendUint32(sum[:0], p.sum[vi]))
+			}
+		}
+		key = fmt.Appendf(key, `"%d-%08x" %d `, v.Incarnation, h, size)
+	}
+	if hs := r.headers[string(key)]; hs != nil {
+		d.headers = hs
+		return d
+	}
+	if r.headers == nil || len(r.headers) >= cacheSize {
+		r.headers = map[string]*headers{}
+	}
+	d.headers = new(headers)
+	fields := strings.Fields(string(key))
+	for vi := range versions {
+		d.etags[vi] = []string{fields[2*vi]}
+		d.clens[vi] = []string{fields[2*vi+1]}
+	}
+	r.headers[string(key)] = d.headers
 	return d
 }
 
+// fnvOffset starts an FNV-1a hash; fnv32a continues hash h over b.
+const fnvOffset uint32 = 2166136261
+
+func fnv32a(h uint32, b []byte) uint32 {
+	for _, c := range b {
+		h = (h ^ uint32(c)) * 16777619
+	}
+	return h
+}
+
+// shape is what of an event's object a version renders; versions with
+// one shape render an event alike (they may differ in the types shown).
+func (v *version) shape() [4]bool {
+	return [4]bool{v.underscore, v.description, v.source, v.duration}
+}
+
 // appendDocument appends the compact JSON document of view v as version
-// ver renders it, with the keys in the order real responses have.
+// ver renders it, with the keys in the order real responses have. The
+// server assembles the same bytes from shared parts (doc.writeTo); tests
+// compare the two.
 func appendDocument(b []byte, ver *version, v *engine.View, fleet *forewarn.Fleet) []byte {
 	b = append(b, `{"DocumentIncarnation":`...)
 	b = strconv.AppendInt(b, v.Incarnation, 10)
@@ -126,39 +269,44 @@ func appendDocument(b []byte, ver *version, v *engine.View, fleet *forewarn.Flee
 			b = append(b, ',')
 		}
 		n++
-		b = append(b, `{"EventId":`...)
-		b = appendString(b, ev.ID)
-		b = append(b, `,"EventStatus":`...)
-		b = appendString(b, string(ev.Status))
-		b = append(b, `,"EventType":`...)
-		b = appendString(b, string(ev.Type))
-		b = append(b, `,"ResourceType":"VirtualMachine","Resources":[`...)
-		for i, r := range ev.Resources {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			if ver.underscore && iaas(fleet, r) {
-				r = "_" + r
-			}
-			b = appendString(b, r)
-		}
-		b = append(b, `],"NotBefore":`...)
-		b = appendString(b, FormatNotBefore(ev.NotBefore))
-		if ver.description {
-			b = append(b, `,"Description":`...)
-			b = appendString(b, ev.Description)
-		}
-		if ver.source {
-			b = append(b, `,"EventSource":`...)
-			b = appendString(b, string(ev.Source))
-		}
-		if ver.duration {
-			b = append(b, `,"DurationInSeconds":`...)
-			b = strconv.AppendInt(b, int64(ev.Duration), 10)
-		}
-		b = append(b, '}')
+		b = appendEvent(b, ver, ev, fleet)
 	}
 	return append(b, "]}"...)
+}
+
+// appendEvent appends the JSON object of ev as version ver renders it.
+func appendEvent(b []byte, ver *version, ev *forewarn.Event, fleet *forewarn.Fleet) []byte {
+	b = append(b, `{"EventId":`...)
+	b = appendString(b, ev.ID)
+	b = append(b, `,"EventStatus":`...)
+	b = appendString(b, string(ev.Status))
+	b = append(b, `,"EventType":`...)
+	b = appendString(b, string(ev.Type))
+	b = append(b, `,"ResourceType":"VirtualMachine","Resources":[`...)
+	for i, r := range ev.Resources {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		if ver.underscore && iaas(fleet, r) {
+			r = "_" + r
+		}
+		b = appendString(b, r)
+	}
+	b = append(b, `],"NotBefore":`...)
+	b = appendString(b, FormatNotBefore(ev.NotBefore))
+	if ver.description {
+		b = append(b, `,"Description":`...)
+		b = appendString(b, ev.Description)
+	}
+	if ver.source {
+		b = append(b, `,"EventSource":`...)
+		b = appendString(b, string(ev.Source))
+	}
+	if ver.duration {
+		b = append(b, `,"DurationInSeconds":`...)
+		b = strconv.AppendInt(b, int64(ev.Duration), 10)
+	}
+	return append(b, '}')
 }
 
 // iaas reports whether the VM named name is an IaaS VM, whose name the
@@ -169,8 +317,16 @@ func iaas(fleet *forewarn.Fleet, name string) bool {
 	return vm == nil || vm.CloudService == ""
 }
 
-// appendString appends s as a JSON string.
+// appendString appends s as a JSON string: directly when it needs no
+// escaping, as encoding/json escapes it otherwise.
 func appendString(b []byte, s string) []byte {
-	q, _ := json.Marshal(s) // a string always marshals
-	return append(b, q...)
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < ' ' || c > '~' || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s) // a string always marshals
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }

@@ -24,7 +24,7 @@ type WideConfig struct {
 	Sizes []int `json:"sizes"`
 	// SetSize puts the VMs in availability sets (Azure) of this many VMs
 	// each, so every VM also sees the event through its set; 0 leaves
-	// them standalone, and a SetSize of N puts the whole fleet in one set.
+	// them standalone, and -1 puts the whole fleet in one set.
 	SetSize int `json:"setSize"`
 	// Provider is forewarn.Azure (a Freeze) or forewarn.GCE (a
 	// MIGRATE_ON_HOST_MAINTENANCE).
@@ -49,6 +49,10 @@ type WideRun struct {
 	BaseRSS   int64 `json:"baseRSS"`
 	PeakExtra int64 `json:"peakExtra"`
 	HeapExtra int64 `json:"heapExtra"`
+	// Alloc is the bytes allocated by each of create, start, complete
+	// and restart, in that order: a figure that does not depend on the
+	// machine's speed, so a test can hold it linear.
+	Alloc [4]int64 `json:"alloc"`
 }
 
 // WideReport is the result of a fleet-wide event run.
@@ -104,6 +108,8 @@ func wideFleet(n, setSize int, p forewarn.Provider) *forewarn.Fleet {
 			vm.Zone, vm.Project, vm.MachineType = "us-central1-a", "bench", "n2-standard-2"
 		} else if setSize > 0 {
 			vm.AvailabilitySet = fmt.Sprintf("set%d", i/setSize)
+		} else if setSize < 0 {
+			vm.AvailabilitySet = "all"
 		}
 		f.VMs[i] = vm
 	}
@@ -152,9 +158,7 @@ func wideRun(ctx context.Context, cfg WideConfig, n int) (*WideRun, error) {
 
 	r := &WideRun{VMs: n}
 	heap0 := inUse()
-	debug.FreeOSMemory()
-	r.BaseRSS = procStatus("VmRSS")
-	resetPeak()
+	r.BaseRSS = baseline()
 
 	spec := engine.Spec{Type: forewarn.Freeze, Source: forewarn.User, Notice: time.Hour, Lasts: time.Hour,
 		VMs: make([]string, n)}
@@ -164,41 +168,68 @@ func wideRun(ctx context.Context, cfg WideConfig, n int) (*WideRun, error) {
 	for i, vm := range f.VMs {
 		spec.VMs[i] = vm.Name
 	}
-	t := time.Now()
-	ev, err := s.eng.Create(ctx, spec)
+	var ev *forewarn.Event
+	r.Create, r.Alloc[0], err = timed(func() (err error) {
+		ev, err = s.eng.Create(ctx, spec)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
-	r.Create = time.Since(t)
 	spec.VMs = nil
 	if v := s.eng.View(f.VMs[n-1].Name); len(v.Events) != 1 {
 		return nil, fmt.Errorf("the last VM sees %d events, want 1", len(v.Events))
 	}
 	r.HeapExtra = inUse() - heap0
+	r.PeakExtra = procStatus("VmHWM") - r.BaseRSS
 
+	// The restart builds a second engine beside the first one's garbage,
+	// which a real restart, a new process, does not have: its memory is
+	// not counted.
 	s.close()
-	t = time.Now()
-	if s, err = serve(ctx, path, f); err != nil {
+	r.Restart, r.Alloc[3], err = timed(func() (err error) {
+		s, err = serve(ctx, path, f)
+		return err
+	})
+	if err != nil {
 		return nil, err
 	}
-	r.Restart = time.Since(t)
-
-	t = time.Now()
-	if err := s.eng.Start(ctx, ev.ID); err != nil {
+	base := baseline()
+	r.Start, r.Alloc[1], err = timed(func() error { return s.eng.Start(ctx, ev.ID) })
+	if err != nil {
 		return nil, err
 	}
-	r.Start = time.Since(t)
-	t = time.Now()
-	if err := s.eng.Complete(ctx, ev.ID); err != nil {
+	r.Complete, r.Alloc[2], err = timed(func() error { return s.eng.Complete(ctx, ev.ID) })
+	if err != nil {
 		return nil, err
 	}
-	r.Complete = time.Since(t)
 	if v := s.eng.View(f.VMs[0].Name); len(v.Events) != 0 {
 		return nil, fmt.Errorf("the first VM still sees %d events", len(v.Events))
 	}
-	r.PeakExtra = procStatus("VmHWM") - r.BaseRSS
+	r.PeakExtra = max(r.PeakExtra, procStatus("VmHWM")-base)
 	runtime.KeepAlive(f)
 	return r, nil
+}
+
+// timed runs f and returns how long it took and how many bytes it
+// allocated.
+func timed(f func() error) (time.Duration, int64, error) {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	a := ms.TotalAlloc
+	t := time.Now()
+	err := f()
+	d := time.Since(t)
+	runtime.ReadMemStats(&ms)
+	return d, int64(ms.TotalAlloc - a), err
+}
+
+// baseline returns memory to the kernel, resets the resident high-water
+// mark and returns the resident size.
+func baseline() int64 {
+	debug.FreeOSMemory()
+	resetPeak()
+	return procStatus("VmRSS")
 }
 
 // procStatus returns a memory figure of /proc/self/status in bytes, or 0

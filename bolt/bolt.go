@@ -20,9 +20,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -378,14 +380,16 @@ func (s *Store) Commit(ctx context.Context, c *forewarn.Change) (int64, error) {
 				return fmt.Errorf("delete event %s: %w", id, err)
 			}
 		}
-		for vm, n := range c.Incarnations {
-			if err := incs.Put([]byte(vm), putInt(n)); err != nil {
+		// Keys go in sorted: bbolt inserts into a node's sorted array, so
+		// a fleet's worth of keys in random order would cost their square.
+		for _, vm := range slices.Sorted(maps.Keys(c.Incarnations)) {
+			if err := incs.Put([]byte(vm), putInt(c.Incarnations[vm])); err != nil {
 				return fmt.Errorf("put incarnation of %s: %w", vm, err)
 			}
 		}
 		vms := tx.Bucket(vmsBucket)
-		for vm, b := range vmRecords {
-			if err := vms.Put([]byte(vm), b); err != nil {
+		for _, vm := range slices.Sorted(maps.Keys(vmRecords)) {
+			if err := vms.Put([]byte(vm), vmRecords[vm]); err != nil {
 				return fmt.Errorf("put VM record of %s: %w", vm, err)
 			}
 		}

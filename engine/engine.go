@@ -99,14 +99,15 @@ type View struct {
 	// was ever announced to it, including one that has since ended or
 	// been canceled.
 	Maintained bool
-	// own holds the IDs of the visible events whose Resources name the VM.
-	own     map[string]bool
+	// own holds the visible events whose Resources name the VM; a VM has
+	// few, so a slice serves.
+	own     []*forewarn.Event
 	changed chan struct{}
 }
 
 // Own reports whether ev, one of v.Events, names v's VM in its
 // Resources (rather than being seen through a shared scope).
-func (v *View) Own(ev *forewarn.Event) bool { return v.own[ev.ID] }
+func (v *View) Own(ev *forewarn.Event) bool { return slices.Contains(v.own, ev) }
 
 // Changed returns a channel that is closed when a newer View replaces v.
 func (v *View) Changed() <-chan struct{} { return v.changed }
@@ -169,6 +170,13 @@ type Engine struct {
 	// byVM indexes events by each of their Resources, and byWave by wave.
 	byVM   map[string]map[string]*forewarn.Event
 	byWave map[string]map[string]*forewarn.Event
+	// byGroup indexes the active events by the scope groups of more than
+	// one VM that their Resources belong to, keyed by the group's first
+	// VM, so a VM's view is built from its groups' events, not from every
+	// peer's.
+	byGroup map[*forewarn.VM]map[string]*forewarn.Event
+	// terms indexes the Scheduled Terminates of each scale set.
+	terms  map[string]map[string]*forewarn.Event
 	inc    map[string]int64
 	timers map[string]*time.Timer
 	subs   []func(*View)
@@ -205,6 +213,8 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		events:       make(map[string]*forewarn.Event, len(st.Events)),
 		byVM:         make(map[string]map[string]*forewarn.Event),
 		byWave:       make(map[string]map[string]*forewarn.Event),
+		byGroup:      make(map[*forewarn.VM]map[string]*forewarn.Event),
+		terms:        make(map[string]map[string]*forewarn.Event),
 		scaleSets:    make(map[string][]string),
 		setOverrides: make(map[string]forewarn.ScaleSetRecord, len(st.ScaleSets)),
 		inc:          make(map[string]int64, len(cfg.Fleet.VMs)),
@@ -212,10 +222,22 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 	e.peers = scopeGroups(cfg.Fleet)
 	e.peerSig = make(map[string]string, len(cfg.Fleet.VMs))
+	sigs := map[[3]*forewarn.VM]string{} // by the groups' first VMs
 	for _, vm := range cfg.Fleet.VMs {
-		if vm.Provider == forewarn.Azure {
-			e.peerSig[vm.Name] = peerSignature(e.peers[vm.Name])
+		if vm.Provider != forewarn.Azure {
+			continue
 		}
+		groups := e.peers[vm.Name]
+		var key [3]*forewarn.VM
+		for i, g := range groups {
+			key[i] = g[0]
+		}
+		sig, ok := sigs[key]
+		if !ok {
+			sig = peerSignature(groups)
+			sigs[key] = sig
+		}
+		e.peerSig[vm.Name] = sig
 	}
 	for _, vm := range cfg.Fleet.VMs {
 		if vm.ScaleSet != "" {
@@ -621,7 +643,7 @@ func (e *Engine) Approve(ctx context.Context, by string, ids []string) error {
 	var changed []*forewarn.Event
 	for _, id := range ids {
 		ev, err := e.lookup(id)
-		if err == nil && approver != nil && !e.fleet.Visible(approver, ev) {
+		if err == nil && approver != nil && !e.visible(approver, ev) {
 			err = forewarn.Errorf(forewarn.ENOTFOUND, "no event %q for VM %s", id, by)
 		}
 		if err != nil {
@@ -634,6 +656,12 @@ func (e *Engine) Approve(ctx context.Context, by string, ids []string) error {
 			continue
 		}
 		if slices.ContainsFunc(ev.Approvals, func(a forewarn.Approval) bool { return a.By == by }) {
+			continue
+		}
+		if len(ev.Approvals) >= MaxApprovals {
+			// Approved already, so a further approval does nothing;
+			// recording each of a fleet's VMs would rewrite the event once
+			// per VM.
 			continue
 		}
 		c := ev.Clone()
@@ -653,6 +681,34 @@ func (e *Engine) Approve(ctx context.Context, by string, ids []string) error {
 		e.log.Info("event approved", "event", c.ID, "by", by, "status", e.events[c.ID].Status)
 	}
 	return nil
+}
+
+// MaxApprovals is how many approvers an event records. Later approvals
+// of an event already approved succeed and record nothing, so the VMs of
+// a fleet-wide event approving it one by one do not rewrite it once each.
+const MaxApprovals = 16
+
+// visible reports whether vm sees ev. An active event is looked up in
+// vm's view, in time linear in the view; an ended one by its Resources.
+// e.mu must be held.
+func (e *Engine) visible(vm *forewarn.VM, ev *forewarn.Event) bool {
+	if !ev.Status.Active() {
+		return e.fleet.Visible(vm, ev)
+	}
+	return slices.ContainsFunc(e.View(vm.Name).Events, func(o *forewarn.Event) bool { return o.ID == ev.ID })
+}
+
+// Visible reports whether the VM named vm sees the event id, active or
+// ended, without copying the event.
+func (e *Engine) Visible(vm, id string) bool {
+	v := e.fleet.VM(vm)
+	if v == nil {
+		return false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	ev, err := e.lookup(id)
+	return err == nil && e.visible(v, ev)
 }
 
 // Start starts a Scheduled event now, whatever its NotBefore.
@@ -784,35 +840,24 @@ func (e *Engine) commit(ctx context.Context, now time.Time, changed []*forewarn.
 	return nil
 }
 
-// buildView assembles vm's current view from the events of the VMs it
-// shares a scope with. e.mu must be held, or the engine not yet shared.
+// buildView assembles vm's current view from its own events and those
+// of the scope groups it belongs to. e.mu must be held, or the engine not
+// yet shared.
 func (e *Engine) buildView(vm *forewarn.VM) *View {
 	v := &View{VM: vm, Incarnation: e.inc[vm.Name], changed: make(chan struct{})}
-	var seen map[string]bool
-	for _, group := range e.peers[vm.Name] {
-		for _, p := range group {
-			if p == vm {
-				continue // its own events are added below
-			}
-			for id, ev := range e.byVM[p.Name] {
-				if !ev.Status.Active() || seen[id] {
-					continue
-				}
-				if seen == nil {
-					seen = map[string]bool{}
-				}
-				seen[id] = true
+	shared := false
+	for _, g := range e.peers[vm.Name] {
+		if len(g) > 1 {
+			for _, ev := range e.byGroup[g[0]] {
 				v.Events = append(v.Events, ev)
+				shared = true
 			}
 		}
 	}
-	for id, ev := range e.byVM[vm.Name] {
+	for _, ev := range e.byVM[vm.Name] {
 		if ev.Status.Active() {
-			if v.own == nil {
-				v.own = map[string]bool{}
-			}
-			v.own[id] = true
-			if !seen[id] {
+			v.own = append(v.own, ev)
+			if !shared {
 				v.Events = append(v.Events, ev)
 			}
 		}
@@ -828,6 +873,9 @@ func (e *Engine) buildView(vm *forewarn.VM) *View {
 		}
 	}
 	sortEvents(v.Events)
+	// An event seen through two groups is listed once; the VM's own
+	// events are in its groups' already.
+	v.Events = slices.Compact(v.Events)
 	return v
 }
 
@@ -837,6 +885,14 @@ func (e *Engine) install(ev *forewarn.Event) {
 	if old := e.events[ev.ID]; old != nil {
 		for _, r := range old.Resources {
 			delete(e.byVM[r], ev.ID)
+			for _, g := range e.peers[r] {
+				if len(g) > 1 {
+					delete(e.byGroup[g[0]], ev.ID)
+				}
+			}
+		}
+		if old.Type == forewarn.Terminate {
+			delete(e.terms[e.scaleSetOf(old)], ev.ID)
 		}
 	}
 	e.events[ev.ID] = ev
@@ -845,6 +901,29 @@ func (e *Engine) install(ev *forewarn.Event) {
 		if m == nil {
 			m = map[string]*forewarn.Event{}
 			e.byVM[r] = m
+		}
+		m[ev.ID] = ev
+		if !ev.Status.Active() {
+			continue
+		}
+		for _, g := range e.peers[r] {
+			if len(g) < 2 {
+				continue
+			}
+			m := e.byGroup[g[0]]
+			if m == nil {
+				m = map[string]*forewarn.Event{}
+				e.byGroup[g[0]] = m
+			}
+			m[ev.ID] = ev
+		}
+	}
+	if ev.Status == forewarn.Scheduled && e.gated(ev) {
+		ss := e.scaleSetOf(ev)
+		m := e.terms[ss]
+		if m == nil {
+			m = map[string]*forewarn.Event{}
+			e.terms[ss] = m
 		}
 		m[ev.ID] = ev
 	}
@@ -858,11 +937,21 @@ func (e *Engine) install(ev *forewarn.Event) {
 	}
 }
 
-// audience adds to set the names of the VMs that can see ev.
+// audience adds to set the names of the VMs that can see ev: its
+// Resources and the members of their scope groups, each group once.
 func (e *Engine) audience(ev *forewarn.Event, set map[string]bool) {
+	var done map[*forewarn.VM]bool
 	for _, r := range ev.Resources {
-		for _, group := range e.peers[r] {
-			for _, vm := range group {
+		set[r] = true
+		for _, g := range e.peers[r] {
+			if len(g) < 2 || done[g[0]] {
+				continue
+			}
+			if done == nil {
+				done = map[*forewarn.VM]bool{}
+			}
+			done[g[0]] = true
+			for _, vm := range g {
 				set[vm.Name] = true
 			}
 		}

@@ -126,25 +126,35 @@ func (e *Engine) settle(now time.Time, changed []*forewarn.Event) []*forewarn.Ev
 		old := e.events[c.ID]
 		ended := !c.Status.Active() && c.Status != forewarn.Pending && (old == nil || old.Status.Active() || old.Status == forewarn.Pending)
 
-		// Deletions.
+		// Deletions: each other event of the deleted VMs is rewritten
+		// once, whatever the number of its VMs deleted.
 		if c.Status == forewarn.Completed && (c.Type == forewarn.Preempt || c.Type == forewarn.Terminate) && (old == nil || old.Status != forewarn.Completed) {
+			gone := map[string]bool{}
+			var others []string
 			for _, name := range c.Resources {
 				if vm := e.fleet.VM(name); vm == nil || vm.Provider != forewarn.Azure {
 					continue
 				}
+				gone[name] = true
 				for id := range e.byVM[name] {
-					o := get(id)
-					if o.ID == c.ID || !(o.Status.Active() || o.Status == forewarn.Pending) || !o.Affects(name) {
-						continue
-					}
-					o = o.Clone()
-					o.Resources = slices.DeleteFunc(o.Resources, func(r string) bool { return r == name })
-					if len(o.Resources) == 0 {
-						o.Resources = []string{name} // keep the record readable
-						o.Status, o.EndedAt = forewarn.Canceled, now.Round(0)
-					}
-					put(o)
+					others = append(others, id)
 				}
+			}
+			slices.Sort(others)
+			for _, id := range slices.Compact(others) {
+				o := get(id)
+				if o.ID == c.ID || !(o.Status.Active() || o.Status == forewarn.Pending) ||
+					!slices.ContainsFunc(o.Resources, func(r string) bool { return gone[r] }) {
+					continue
+				}
+				o = o.Clone()
+				last := o.Resources[len(o.Resources)-1]
+				o.Resources = slices.DeleteFunc(o.Resources, func(r string) bool { return gone[r] })
+				if len(o.Resources) == 0 {
+					o.Resources = []string{last} // keep the record readable
+					o.Status, o.EndedAt = forewarn.Canceled, now.Round(0)
+				}
+				put(o)
 			}
 		}
 
@@ -153,12 +163,10 @@ func (e *Engine) settle(now time.Time, changed []*forewarn.Event) []*forewarn.Ev
 		if ss := e.scaleSetOf(c); c.Type == forewarn.Terminate && ss != "" {
 			var pending []*forewarn.Event
 			seen := map[string]bool{}
-			for _, name := range e.scaleSets[ss] {
-				for id := range e.byVM[name] {
-					if o := get(id); !seen[id] && o.Type == forewarn.Terminate && o.Status == forewarn.Scheduled && e.scaleSetOf(o) == ss {
-						seen[id] = true
-						pending = append(pending, o)
-					}
+			for id := range e.terms[ss] {
+				if o := get(id); o.Status == forewarn.Scheduled {
+					seen[id] = true
+					pending = append(pending, o)
 				}
 			}
 			if c.Status == forewarn.Scheduled && get(c.ID) == c && !seen[c.ID] {

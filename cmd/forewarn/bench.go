@@ -89,7 +89,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fs.IntVar(&cfg.SmallPending, "small-pending", 1000, "pending events of the baseline firing measurement")
 		wide := fs.String("wide", "", "fleet sizes, comma-separated (1000,10000,100000): measure one event naming every VM instead")
 		var wcfg bench.WideConfig
-		fs.IntVar(&wcfg.SetSize, "wide-set", 200, "with --wide: VMs per availability set (0: standalone VMs)")
+		fs.IntVar(&wcfg.SetSize, "wide-set", 200, "with --wide: VMs per availability set (0: standalone VMs, -1: one set of the whole fleet)")
 		provider := fs.String("wide-provider", "azure", "with --wide: azure (a Freeze) or gce (a live migration)")
 		run = func() (any, error) {
 			if *wide == "" {

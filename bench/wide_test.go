@@ -1,0 +1,46 @@
+package bench_test
+
+import (
+	"testing"
+
+	"github.com/forewarn/forewarn"
+	"github.com/forewarn/forewarn/bench"
+)
+
+// TestWideEventIsLinear holds one event naming a whole fleet to a cost
+// linear in the fleet: the bytes each of create, start, complete and
+// restart allocates per VM may not grow with the fleet. It counts bytes,
+// not time, so the machine's speed does not matter; a cost quadratic in
+// the VMs (every VM's document holding its own copy of the event, every
+// VM's view built from every peer's events) grows them eightfold here.
+func TestWideEventIsLinear(t *testing.T) {
+	const small, large = 250, 2000
+	for _, c := range []struct {
+		name string
+		cfg  bench.WideConfig
+	}{
+		{"azure standalone", bench.WideConfig{Provider: forewarn.Azure}},
+		{"azure one availability set", bench.WideConfig{Provider: forewarn.Azure, SetSize: -1}},
+		{"azure sets of 100", bench.WideConfig{Provider: forewarn.Azure, SetSize: 100}},
+		{"gce", bench.WideConfig{Provider: forewarn.GCE}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			c.cfg.Sizes = []int{small, large}
+			rep, err := bench.Wide(t.Context(), c.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, b := rep.Runs[0], rep.Runs[1]
+			for i, phase := range []string{"create", "start", "complete", "restart"} {
+				per := func(r bench.WideRun) float64 { return float64(r.Alloc[i]) / float64(r.VMs) }
+				t.Logf("%s: %.0f B per VM at %d VMs, %.0f at %d", phase, per(a), small, per(b), large)
+				if per(b) > 2*per(a) || per(a) <= 0 {
+					t.Errorf("%s allocates %.0f B per VM at %d VMs and %.0f at %d: not linear", phase, per(a), small, per(b), large)
+				}
+			}
+			if a.Create <= 0 || b.Restart <= 0 || b.BaseRSS <= 0 {
+				t.Errorf("report: %+v", rep)
+			}
+		})
+	}
+}
