@@ -16,10 +16,14 @@ type limiter struct {
 	tat       map[string]*atomic.Int64 // ns since base; read-only map
 }
 
+// maxInterval caps the time between two requests (about 146 years), so
+// that a tiny rate's interval does not overflow a Duration.
+const maxInterval = time.Duration(1 << 62)
+
 // newLimiter allows rate requests per second per VM, in bursts of up to
-// burst requests.
+// burst requests. rate must be positive.
 func newLimiter(rate float64, burst int, vms []string) *limiter {
-	interval := time.Duration(float64(time.Second) / rate)
+	interval := time.Duration(min(float64(time.Second)/rate, float64(maxInterval)))
 	l := &limiter{interval: interval, tolerance: interval * time.Duration(max(burst, 1)-1), base: time.Now(), tat: map[string]*atomic.Int64{}}
 	for _, vm := range vms {
 		l.tat[vm] = new(atomic.Int64)

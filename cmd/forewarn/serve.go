@@ -76,8 +76,8 @@ func (c *ServeConfig) Validate() error {
 	if c.DisableAfter <= 0 {
 		return fmt.Errorf("--disable-after %s must be positive", c.DisableAfter)
 	}
-	if c.RateLimit < 0 {
-		return fmt.Errorf("--rate-limit %v must not be negative", c.RateLimit)
+	if err := checkRateLimit(c.RateLimit); err != nil {
+		return err
 	}
 	if c.MaxLongPolls < 0 {
 		return fmt.Errorf("--max-long-polls %d must not be negative", c.MaxLongPolls)
@@ -151,12 +151,15 @@ func Serve(ctx context.Context, cfg ServeConfig, log *slog.Logger, out io.Writer
 	if err != nil {
 		return err
 	}
-	store, err := bolt.Open(filepath.Join(cfg.DataDir, "forewarn.db"))
+	if err := checkDataDir(cfg.DataDir); err != nil {
+		return err
+	}
+	store, err := bolt.Open(filepath.Join(cfg.DataDir, storeFile))
 	if err != nil {
 		return err
 	}
 	defer store.Close()
-	audit, err := admin.OpenAuditLog(filepath.Join(cfg.DataDir, "audit.log"))
+	audit, err := admin.OpenAuditLog(filepath.Join(cfg.DataDir, auditFile))
 	if err != nil {
 		return err
 	}
@@ -237,6 +240,7 @@ func metadataHandler(az *azure.Server, g *gce.Server) http.Handler {
 
 // adminToken reads the operator token from path, generating a random one
 // (mode 0600) when the file does not exist. An empty path means no token.
+// A file others can read or change, or a short token, is refused.
 func adminToken(path string, log *slog.Logger) (string, error) {
 	if path == "" {
 		return "", nil
@@ -258,6 +262,13 @@ func adminToken(path string, log *slog.Logger) (string, error) {
 	tok := strings.TrimSpace(string(b))
 	if tok == "" {
 		return "", fmt.Errorf("admin token file %s is empty", path)
+	}
+	info, err := os.Stat(path)
+	if err != nil {
+		return "", fmt.Errorf("read admin token file: %w", err)
+	}
+	if err := checkToken(path, info.Mode(), tok); err != nil {
+		return "", err
 	}
 	return tok, nil
 }
