@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/netip"
 	"path"
@@ -102,9 +103,11 @@ const DefaultRateLimit = 5
 
 // SetRateLimit throttles each VM to rate requests per second (in bursts
 // of up to rate requests); excess requests get 429. 0 turns throttling
-// off. Call it before serving.
+// off, and so does any rate that is not a positive finite number
+// (negative, NaN, +Inf); 'forewarn serve' refuses those but 0. Call it
+// before serving.
 func (s *Server) SetRateLimit(rate float64) {
-	if rate <= 0 {
+	if !(rate > 0) || math.IsInf(rate, 1) {
 		s.limits = nil
 		return
 	}
