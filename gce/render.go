@@ -69,7 +69,13 @@ type doc struct {
 	// static holds the keys and directories that never change, shared by
 	// all of a VM's documents; over holds the five that do (the dynamic
 	// keys and the two directories above them), in overKeys order.
-	static map[string]*node // by path below /computeMetadata/v1/, directories with a trailing "/"
+	// static is indexed by keys, which maps each path below
+	// /computeMetadata/v1/ (directories with a trailing "/") to its place
+	// in a walk of the tree; every VM's tree has the same paths, so they
+	// share keys. (The dynamic keys' first nodes are there too; over
+	// holds their current ones.)
+	static []*node
+	keys   map[string]int
 	over   [5]*node
 	// dynamic holds the values of the keys that change, to tell whether a
 	// new view changes anything a GCE client sees.
@@ -111,7 +117,10 @@ func (d *doc) node(key string) *node {
 			return d.over[i]
 		}
 	}
-	return d.static[key]
+	if i, ok := d.keys[key]; ok {
+		return d.static[i]
+	}
+	return nil
 }
 
 // buildTree assembles the whole metadata tree of vm with the given
@@ -154,16 +163,25 @@ func render(v *engine.View, prev *doc, c *renderCache) *doc {
 	d := &doc{vm: v.VM, dynamic: dynamic, changed: make(chan struct{})}
 	lazyTree := func() *tree { return buildTree(v.VM, maint, preempted, up) }
 	if prev == nil {
-		all := map[string]*node{}
-		d.add(all, "", lazyTree(), lazyTree)
-		for i, k := range overKeys {
-			d.over[i] = all[k]
-			delete(all, k)
+		t := lazyTree()
+		d.add(&d.static, nil, "", t, lazyTree, c)
+		if len(d.static) != len(c.keys) {
+			// The first tree, or one of another shape: index its paths.
+			var paths []string
+			d.static = d.static[:0]
+			d.add(&d.static, &paths, "", t, lazyTree, c)
+			c.keys = make(map[string]int, len(paths))
+			for i, p := range paths {
+				c.keys[p] = i
+			}
 		}
-		d.static = all
+		d.keys = c.keys
+		for i, k := range overKeys {
+			d.over[i] = d.static[d.keys[k]]
+		}
 		return d
 	}
-	d.static = prev.static
+	d.static, d.keys = prev.static, prev.keys
 	d.over[0], d.over[1], d.over[2] = c.leaf(maint), c.leaf(preempted), upNode
 	for i := 3; i < 5; i++ {
 		old := prev.over[i]
@@ -199,25 +217,52 @@ func dirFill(p string, build func() *tree) func(*node) {
 	}
 }
 
-// add renders directory t at path p (empty or ending in "/") and
-// everything below it; the directories' recursive forms are filled on
-// first use from the tree that build makes.
-func (d *doc) add(nodes map[string]*node, p string, t *tree, build func() *tree) {
-	var list []string
-	for _, k := range slices.Sorted(maps.Keys(t.leaves)) {
+// ownKey reports whether key k of directory p differs from VM to VM;
+// the values of the others (zone, project, scheduling) are shared
+// through the cache.
+func ownKey(p, k string) bool {
+	return p == "instance/" && (k == "name" || k == "hostname" || k == "id")
+}
+
+// add appends to out the nodes of directory t at path p (empty or ending
+// in "/") and of everything below it, in a fixed walk order, and their
+// paths to paths unless it is nil; the directories' recursive forms are
+// filled on first use from the tree that build makes.
+func (d *doc) add(out *[]*node, paths *[]string, p string, t *tree, build func() *tree, c *renderCache) {
+	keys := slices.Sorted(maps.Keys(t.leaves))
+	dirs := slices.Sorted(maps.Keys(t.dirs))
+	list := make([]string, 0, len(keys)+len(dirs))
+	for _, k := range keys {
 		list = append(list, k)
-		nodes[p+k] = leafNode(t.leaves[k])
+		var n *node
+		switch v := t.leaves[k].(type) {
+		case string:
+			if !ownKey(p, k) {
+				n = c.leaf(v)
+			}
+		case int64:
+			if !ownKey(p, k) {
+				n = c.number(v)
+			}
+		}
+		if n == nil {
+			n = leafNode(t.leaves[k])
+		}
+		*out = append(*out, n)
+		if paths != nil {
+			*paths = append(*paths, p+k)
+		}
 	}
-	for _, k := range slices.Sorted(maps.Keys(t.dirs)) {
+	for _, k := range dirs {
 		list = append(list, k+"/")
-		d.add(nodes, p+k+"/", t.dirs[k], build)
+		d.add(out, paths, p+k+"/", t.dirs[k], build, c)
 	}
 	slices.Sort(list)
-	n := &node{dir: true, fill: dirFill(p, build)}
-	n.text = []byte(strings.Join(list, "\n") + "\n")
-	n.textLen = []string{strconv.Itoa(len(n.text))}
-	n.json, _ = json.Marshal(list)
-	nodes[p] = n
+	l := c.listing(list)
+	*out = append(*out, &node{dir: true, fill: dirFill(p, build), text: l.text, textLen: l.textLen, json: l.json})
+	if paths != nil {
+		*paths = append(*paths, p)
+	}
 }
 
 // recursive returns t as recursive=true shows it: camelCase keys,
@@ -339,8 +384,13 @@ func maintenanceEvent(v *engine.View) string {
 // is used under the engine's lock only, and forgets everything when it
 // grows past cacheSize entries.
 type renderCache struct {
-	leaves map[string]*node
-	up     map[*forewarn.Event]upcomingEntry
+	leaves  map[string]*node
+	numbers map[int64]*node
+	// lists holds directory listings (text, textLen and json only).
+	lists map[string]*node
+	// keys indexes the paths of a VM's static nodes, in walk order.
+	keys map[string]int
+	up   map[*forewarn.Event]upcomingEntry
 	// absent and ended are the upcoming-maintenance values with nothing
 	// announced, before any maintenance and after one.
 	absent, ended upcomingEntry
@@ -354,6 +404,35 @@ type upcomingEntry struct {
 
 const cacheSize = 4096
 
+// listing returns a node holding the listing of a directory's entries.
+func (c *renderCache) listing(entries []string) *node {
+	text := strings.Join(entries, "\n") + "\n"
+	if n := c.lists[text]; n != nil {
+		return n
+	}
+	if c.lists == nil || len(c.lists) >= cacheSize {
+		c.lists = map[string]*node{}
+	}
+	n := &node{text: []byte(text), textLen: []string{strconv.Itoa(len(text))}}
+	n.json, _ = json.Marshal(entries)
+	c.lists[text] = n
+	return n
+}
+
+// number returns the node of a numeric value.
+func (c *renderCache) number(v int64) *node {
+	if n := c.numbers[v]; n != nil {
+		return n
+	}
+	if c.numbers == nil || len(c.numbers) >= cacheSize {
+		c.numbers = map[int64]*node{}
+	}
+	n := leafNode(v)
+	c.numbers[v] = n
+	return n
+}
+
+// leaf returns the node of a string value.
 func (c *renderCache) leaf(v string) *node {
 	if n := c.leaves[v]; n != nil {
 		return n
