@@ -22,6 +22,9 @@ const (
 	EUNAUTHORIZED = "unauthorized"
 	// EUNAVAILABLE: the service is shutting down or its store is closed.
 	EUNAVAILABLE = "unavailable"
+	// ENOSPACE: the server's disk is full (or its quota used up), so a
+	// change could not be recorded, and was not made.
+	ENOSPACE = "insufficient_storage"
 	// EINTERNAL: anything else; the message is not shown to clients.
 	EINTERNAL = "internal"
 )

@@ -21,6 +21,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/pprof"
+	"net/netip"
 	"path"
 	"strings"
 	"time"
@@ -137,6 +138,9 @@ type Server struct {
 	// Audit, when set, records every operator action. Set it before
 	// serving.
 	Audit *AuditLog
+	// vmAddrs maps the fleet's explicit VM addresses to VM names; without
+	// a token, requests from them are refused.
+	vmAddrs map[netip.Addr]string
 }
 
 // NewServer returns a Server that acts on eng and logs internal errors to
@@ -145,7 +149,7 @@ func NewServer(eng *engine.Engine, log *slog.Logger) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{eng: eng, log: log, mux: http.NewServeMux()}
+	s := &Server{eng: eng, log: log, mux: http.NewServeMux(), vmAddrs: vmAddrs(eng.Fleet())}
 	s.mux.HandleFunc("GET /healthz", s.handleHealth)
 	s.mux.HandleFunc("GET /v1/events", s.handleListEvents)
 	s.mux.HandleFunc("POST /v1/events", s.handleCreateEvent)
@@ -174,24 +178,19 @@ func NewServer(eng *engine.Engine, log *slog.Logger) *Server {
 }
 
 // ServeHTTP routes r. Requests that match no route are answered in the
-// API's JSON error shape rather than the mux's plain text.
+// API's JSON error shape rather than the mux's plain text. Writes are
+// audited: see AuditLog.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	who, ok := s.authenticate(r)
-	if !ok {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="forewarn"`)
-		s.writeError(w, r, forewarn.Errorf(forewarn.EUNAUTHORIZED, "missing or wrong bearer token (the CLI reads it from --token-file or $FOREWARN_TOKEN)"))
-		if s.Audit != nil && r.Method != http.MethodGet && r.Method != http.MethodHead {
-			s.audit(r, who, http.StatusUnauthorized)
-		}
+	who, err := s.authenticate(r)
+	if err != nil {
+		s.refuse(w, r, who, err)
 		return
 	}
 	if s.Audit == nil || r.Method == http.MethodGet || r.Method == http.MethodHead {
 		s.route(w, r)
 		return
 	}
-	rec := &statusWriter{ResponseWriter: w, status: http.StatusOK}
-	s.route(rec, r)
-	s.audit(r, who, rec.status)
+	s.audited(w, r, who)
 }
 
 // route dispatches r to its handler, answering unknown routes and
@@ -614,6 +613,8 @@ func errorStatus(err error) int {
 		return http.StatusUnauthorized
 	case forewarn.EUNAVAILABLE:
 		return http.StatusServiceUnavailable
+	case forewarn.ENOSPACE:
+		return http.StatusInsufficientStorage
 	}
 	return http.StatusInternalServerError
 }
@@ -621,6 +622,10 @@ func errorStatus(err error) int {
 // writeError answers err in the JSON error shape. Internal errors are
 // logged and answered with a generic message.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	if forewarn.ErrorCode(err) == forewarn.EINTERNAL && noSpace(err) {
+		s.log.Error("admin request failed", logMethod, r.Method, logPath, r.URL.Path, logErr, err)
+		err = errNoSpace
+	}
 	code := forewarn.ErrorCode(err)
 	if code == forewarn.EINTERNAL {
 		s.log.Error("admin request failed", logMethod, r.Method, logPath, r.URL.Path, logErr, err)

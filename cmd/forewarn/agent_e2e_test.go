@@ -21,7 +21,8 @@ import (
 	"github.com/forewarn/forewarn"
 )
 
-// The agent's requests come from 127.0.0.1, so its VM has that address.
+// The agent's requests come from 127.0.0.1, so its VM has that address;
+// the CLI's come from there too, so the tests' servers have a token.
 const agentFleet = `vms:
   - name: agent_vm
     ip: 127.0.0.1
@@ -301,7 +302,7 @@ func TestAgentAzureEndToEnd(t *testing.T) {
 	}
 	drain, undrain := writeHooks(t, hooks)
 	sink, webhook := newWebhookSink(t)
-	s := startServer(t, filepath.Join(dir, "data"), fleet)
+	s := startServerToken(t, filepath.Join(dir, "data"), fleet)
 	state := filepath.Join(dir, "state.json")
 	args := []string{"--provider", "azure", "--endpoint", "http://" + s.metadata, "--vm", "agent_vm",
 		"--exec", drain, "--webhook", webhook, "--on-clear", undrain, "--approve", "--state", state, "--poll-interval", "100ms"}
@@ -458,7 +459,7 @@ func TestAgentGCEEndToEnd(t *testing.T) {
 	if err := os.WriteFile(fleet, []byte("vms:\n  - name: gce_vm\n    ip: 127.0.0.1\n    provider: gce\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s := startServer(t, filepath.Join(dir, "data"), fleet)
+	s := startServerToken(t, filepath.Join(dir, "data"), fleet)
 	a := startAgent(t, "--provider", "gce", "--endpoint", "http://"+s.metadata, "--exec", drain, "--on-clear", undrain)
 	created := time.Now()
 	id := strings.TrimSpace(s.mustCLI(t, "event", "create", "--type", "MIGRATE_ON_HOST_MAINTENANCE", "--vm", "gce_vm", "--notice", "2s", "--lasts", "2s"))
@@ -502,7 +503,7 @@ func TestAgentGCEEndToEnd(t *testing.T) {
 	if err := os.WriteFile(spotFleet, []byte("vms:\n  - name: spot_vm\n    ip: 127.0.0.1\n    provider: gce\n    provisioningModel: SPOT\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s = startServer(t, filepath.Join(dir, "spot-data"), spotFleet)
+	s = startServerToken(t, filepath.Join(dir, "spot-data"), spotFleet)
 	a = startAgent(t, "--provider", "auto", "--endpoint", "http://"+s.metadata, "--exec", drain, "--approve")
 	s.mustCLI(t, "vm", "evict", "spot_vm")
 	pr := waitRuns(t, hooks, "drain", "preempted", 1, 5*time.Second)[0]

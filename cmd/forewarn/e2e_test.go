@@ -64,13 +64,35 @@ type server struct {
 	metadata, adm  string // host:port
 	stderr         *bytes.Buffer
 	data, fleetArg string
+	token          string // the operator token cli sends, if any
 }
 
 func startServer(t *testing.T, data, fleet string) *server {
 	t.Helper()
+	return startServerArgs(t, data, fleet)
+}
+
+// startServerToken is startServer with an operator token, which cli
+// sends: for fleets in which a VM has the CLI's address, 127.0.0.1, since
+// the operator API refuses a VM's address without the token.
+func startServerToken(t *testing.T, data, fleet string) *server {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "token")
+	s := startServerArgs(t, data, fleet, "--admin-token-file", file)
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.token = strings.TrimSpace(string(b))
+	return s
+}
+
+// startServerArgs is startServer with further serve flags.
+func startServerArgs(t *testing.T, data, fleet string, args ...string) *server {
+	t.Helper()
 	s := &server{data: data, fleetArg: fleet, stderr: new(bytes.Buffer)}
-	s.cmd = exec.Command(binary, "serve", "--metadata-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0",
-		"--data", data, "--fleet", fleet, "--allow-short-notice", "--rate-limit", "0")
+	s.cmd = exec.Command(binary, append([]string{"serve", "--metadata-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0",
+		"--data", data, "--fleet", fleet, "--allow-short-notice", "--rate-limit", "0"}, args...)...)
 	s.cmd.Stderr = s.stderr
 	out, err := s.cmd.StdoutPipe()
 	if err != nil {
@@ -152,6 +174,9 @@ func (s *server) cli(t *testing.T, args ...string) (stdout, stderr string, code 
 	t.Helper()
 	cmd := exec.Command(binary, args...)
 	cmd.Env = append(os.Environ(), "FOREWARN_SERVER=http://"+s.adm)
+	if s.token != "" {
+		cmd.Env = append(cmd.Env, "FOREWARN_TOKEN="+s.token)
+	}
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e
 	err := cmd.Run()

@@ -1,0 +1,58 @@
+package admin
+
+import (
+	"crypto/subtle"
+	"net"
+	"net/http"
+	"net/netip"
+
+	"github.com/forewarn/forewarn"
+)
+
+// errUnauthorized refuses a request without the right token.
+var errUnauthorized = forewarn.Errorf(forewarn.EUNAUTHORIZED, "missing or wrong bearer token (the CLI reads it from --token-file or $FOREWARN_TOKEN)")
+
+// authenticate checks r's caller and returns who it is: its address,
+// prefixed with "token@" when it gave the bearer token. When the server
+// has a token, every route but /healthz needs it (EUNAUTHORIZED). When
+// it has none, a caller from the address of a fleet VM is refused
+// (EFORBIDDEN): VMs can reach a loopback operator API in local setups,
+// and a VM is never an operator.
+func (s *Server) authenticate(r *http.Request) (who string, err error) {
+	who = r.RemoteAddr
+	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		who = host
+	}
+	if r.URL.Path == "/healthz" {
+		return who, nil
+	}
+	if s.Token != "" {
+		const prefix = "Bearer "
+		h := r.Header.Get("Authorization")
+		if len(h) <= len(prefix) || h[:len(prefix)] != prefix ||
+			subtle.ConstantTimeCompare([]byte(h[len(prefix):]), []byte(s.Token)) != 1 {
+			return who, errUnauthorized
+		}
+		return "token@" + who, nil
+	}
+	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
+		if vm, ok := s.vmAddrs[ap.Addr().Unmap()]; ok {
+			return who, forewarn.Errorf(forewarn.EFORBIDDEN,
+				"requests from %s are refused: it is the address of VM %q, and VMs may not use the operator API; call it from another address, or give the server --admin-token-file and send the token", who, vm)
+		}
+	}
+	return who, nil
+}
+
+// vmAddrs maps the explicit source addresses of f's VMs to their names.
+// VMs without one, which answer every caller, are left out: they would
+// make every caller a VM.
+func vmAddrs(f *forewarn.Fleet) map[netip.Addr]string {
+	m := map[netip.Addr]string{}
+	for _, vm := range f.VMs {
+		if vm.IP.IsValid() {
+			m[vm.IP.Unmap()] = vm.Name
+		}
+	}
+	return m
+}
