@@ -630,7 +630,13 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if code == forewarn.EINTERNAL {
 		s.log.Error("admin request failed", logMethod, r.Method, logPath, r.URL.Path, logErr, err)
 	}
-	s.writeJSON(w, r, errorStatus(err), errorResponse{Error: errorBody{Code: code, Message: forewarn.ErrorMessage(err)}})
+	status := errorStatus(err)
+	if status == http.StatusUnauthorized {
+		// A caller without the token holds nothing: the connection
+		// closes after the answer.
+		w.Header().Set("Connection", "close")
+	}
+	s.writeJSON(w, r, status, errorResponse{Error: errorBody{Code: code, Message: forewarn.ErrorMessage(err)}})
 }
 
 // writeJSON answers v as JSON with the given status.

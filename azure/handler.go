@@ -195,7 +195,7 @@ func (s *Server) callerHeader(w http.ResponseWriter, r *http.Request, needHeader
 	}
 	switch {
 	case vm == nil:
-		writeError(w, http.StatusForbidden, "Forbidden. No VM of the fleet has the source address "+addrString(addr, err))
+		refuse(w, http.StatusForbidden, "Forbidden. No VM of the fleet has the source address "+addrString(addr, err))
 		return nil
 	case vm.Provider != forewarn.Azure:
 		writeError(w, http.StatusNotFound, msgNotFound)
@@ -208,14 +208,22 @@ func (s *Server) callerHeader(w http.ResponseWriter, r *http.Request, needHeader
 		return nil
 	}
 	if d := s.docs[vm.Name].Load(); d.deleted {
-		writeError(w, http.StatusForbidden, "Forbidden. VM "+vm.Name+" has been deleted")
+		refuse(w, http.StatusForbidden, "Forbidden. VM "+vm.Name+" has been deleted")
 		return nil
 	}
 	if s.limits != nil && !s.limits.allow(vm.Name) {
-		writeError(w, http.StatusTooManyRequests, msgTooMany)
+		refuse(w, http.StatusTooManyRequests, msgTooMany)
 		return nil
 	}
 	return vm
+}
+
+// refuse writes the error for a caller that is refused, not mistaken,
+// and closes the connection after it, so that a refused caller holds
+// nothing: the server does not wait for the rest of its request.
+func refuse(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Connection", "close")
+	writeError(w, status, msg)
 }
 
 // metadataHeaderOK reports whether a Metadata header value h lets a

@@ -225,6 +225,10 @@ func TestErrors(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			w := do(h, c.r)
 			check(t, w, c.status, c.body)
+			// A refused caller's connection closes after the answer.
+			if closes := w.Header().Get("Connection") == "close"; closes != (c.status == 403) {
+				t.Errorf("status %d with Connection %q", c.status, w.Header().Get("Connection"))
+			}
 			if c.status == 405 && w.Header().Get("Allow") != "GET, POST" {
 				t.Fatalf("Allow %q", w.Header().Get("Allow"))
 			}

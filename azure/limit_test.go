@@ -21,6 +21,9 @@ func TestRateLimit(t *testing.T) {
 		}
 		w := do(h, req{target: path + "2020-07-01"})
 		check(t, w, 429, `{"error": "Too many requests"}`)
+		if c := w.Header().Get("Connection"); c != "close" {
+			t.Errorf("429 with Connection %q, want close", c)
+		}
 		// web0 floods; web1 and db0 keep their own budget.
 		for range 100 {
 			get(web0)

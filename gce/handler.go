@@ -199,6 +199,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if ap, err := netip.ParseAddrPort(addr); err == nil {
 			addr = ap.Addr().String()
 		}
+		// Refused, not mistaken: close the connection after the answer,
+		// so that the caller holds nothing.
+		h.Set("Connection", "close")
 		writeError(w, r, http.StatusForbidden, "No VM of the fleet has the source address "+addr+".")
 		return
 	case vm.Provider != forewarn.GCE:

@@ -493,6 +493,11 @@ func TestErrors(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			w := do(h, c.r)
 			checkError(t, w, c.status)
+			// A caller of no VM is refused: its connection closes after
+			// the answer.
+			if closes := w.Header().Get("Connection") == "close"; closes != (c.r.remote == strayAddr) {
+				t.Errorf("Connection %q", w.Header().Get("Connection"))
+			}
 			if c.status == http.StatusMethodNotAllowed {
 				if a := w.Header().Get("Allow"); a != "GET, HEAD" {
 					t.Fatalf("Allow %q, want GET, HEAD", a)

@@ -25,6 +25,7 @@ import (
 	"github.com/forewarn/forewarn/engine"
 	"github.com/forewarn/forewarn/fleetfile"
 	"github.com/forewarn/forewarn/gce"
+	"github.com/forewarn/forewarn/internal/connlimit"
 )
 
 // ServeConfig configures 'forewarn serve'.
@@ -48,6 +49,18 @@ type ServeConfig struct {
 	MaxLongPolls int
 	// ShutdownTimeout bounds how long in-flight requests may take to finish.
 	ShutdownTimeout time.Duration
+	// HeaderTimeout bounds reading a request's headers, and so how long
+	// a new connection may stay silent; BodyTimeout bounds reading its
+	// body; IdleTimeout closes a kept-alive connection without a request.
+	// They apply to both listeners.
+	HeaderTimeout, BodyTimeout, IdleTimeout time.Duration
+	// MaxConnsPerSource caps the metadata API's open connections from one
+	// VM's address; 0 derives it from MaxLongPolls. MaxConns caps all of
+	// them; 0 derives it from the limit on open files and the fleet.
+	// MaxStrangerConns caps, together, those from addresses of no VM.
+	MaxConnsPerSource, MaxConns, MaxStrangerConns int
+	// AdminMaxConnsPerSource and AdminMaxConns are the operator API's caps.
+	AdminMaxConnsPerSource, AdminMaxConns int
 }
 
 // defaultServeConfig returns the defaults the flags start from.
@@ -60,6 +73,13 @@ func defaultServeConfig() ServeConfig {
 		RateLimit:       azure.DefaultRateLimit,
 		MaxLongPolls:    gce.DefaultMaxWaiters,
 		ShutdownTimeout: 10 * time.Second,
+
+		HeaderTimeout:          defaultHeaderTimeout,
+		BodyTimeout:            defaultBodyTimeout,
+		IdleTimeout:            defaultIdleTimeout,
+		MaxStrangerConns:       defaultStrangerConns,
+		AdminMaxConnsPerSource: defaultAdminConnsPerSrc,
+		AdminMaxConns:          defaultAdminConns,
 	}
 }
 
@@ -84,6 +104,9 @@ func (c *ServeConfig) Validate() error {
 	}
 	if c.FirstCallDelay < 0 {
 		return fmt.Errorf("--first-call-delay %s must not be negative", c.FirstCallDelay)
+	}
+	if err := c.validateConns(); err != nil {
+		return err
 	}
 	if !loopback(c.AdminAddr) && c.AdminTokenFile == "" {
 		return fmt.Errorf("--admin-addr %s is not a loopback address: the operator API then requires a bearer token; give --admin-token-file FILE (generated if missing)", c.AdminAddr)
@@ -119,6 +142,14 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.Float64Var(&cfg.RateLimit, "rate-limit", cfg.RateLimit, "Azure requests per second per VM; excess requests get 429 (0 disables)")
 	fs.IntVar(&cfg.MaxLongPolls, "max-long-polls", cfg.MaxLongPolls, "held GCE wait_for_change requests per VM; excess requests get 503 (0: no cap)")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "how long in-flight requests may take to finish on shutdown")
+	fs.DurationVar(&cfg.HeaderTimeout, "header-timeout", cfg.HeaderTimeout, "time a request's headers may take to arrive; a new connection silent this long is closed")
+	fs.DurationVar(&cfg.BodyTimeout, "body-timeout", cfg.BodyTimeout, "time a request's body may take to arrive after its headers")
+	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", cfg.IdleTimeout, "close a kept-alive connection after this long without a request")
+	fs.IntVar(&cfg.MaxConnsPerSource, "max-conns-per-source", cfg.MaxConnsPerSource, "open metadata API connections per VM address; excess connections get 503 and are closed (0: --max-long-polls + 16)")
+	fs.IntVar(&cfg.MaxConns, "max-conns", cfg.MaxConns, "open metadata API connections in all (0: sized from the limit on open files and the fleet)")
+	fs.IntVar(&cfg.MaxStrangerConns, "max-stranger-conns", cfg.MaxStrangerConns, "open metadata API connections from addresses of no VM, together (4 each)")
+	fs.IntVar(&cfg.AdminMaxConnsPerSource, "admin-max-conns-per-source", cfg.AdminMaxConnsPerSource, "open operator API connections per address")
+	fs.IntVar(&cfg.AdminMaxConns, "admin-max-conns", cfg.AdminMaxConns, "open operator API connections in all")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -181,6 +212,8 @@ func Serve(ctx context.Context, cfg ServeConfig, log *slog.Logger, out io.Writer
 		mdLn.Close()
 		return fmt.Errorf("operator API: %w", err)
 	}
+	mdCaps, admCaps := listenerCaps(cfg, fleet, log)
+	mdCapped, adCapped := connlimit.New(mdLn, mdCaps), connlimit.New(adLn, admCaps)
 	adm := admin.NewServer(eng, log)
 	adm.Token, adm.Audit = token, audit
 	az := azure.NewServer(eng, log)
@@ -188,14 +221,11 @@ func Serve(ctx context.Context, cfg ServeConfig, log *slog.Logger, out io.Writer
 	az.SetRateLimit(cfg.RateLimit)
 	gc := gce.NewServer(eng, log)
 	gc.MaxWaiters = cfg.MaxLongPolls
-	servers := []*http.Server{
-		{Handler: metadataHandler(az, gc), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute},
-		{Handler: adm, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute},
-	}
+	servers := []*http.Server{httpServer(cfg, metadataHandler(az, gc)), httpServer(cfg, adm)}
 	servers[0].RegisterOnShutdown(gc.Shutdown)
 	servers[0].RegisterOnShutdown(az.Shutdown)
 	errc := make(chan error, 2)
-	for i, ln := range []net.Listener{mdLn, adLn} {
+	for i, ln := range []net.Listener{mdCapped, adCapped} {
 		go func() { errc <- servers[i].Serve(ln) }()
 	}
 	fmt.Fprintf(out, "metadata API listening on %s\noperator API listening on %s\n", mdLn.Addr(), adLn.Addr())

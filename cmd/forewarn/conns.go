@@ -1,0 +1,187 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"time"
+
+	"github.com/forewarn/forewarn"
+	"github.com/forewarn/forewarn/internal/connlimit"
+)
+
+// What keeps a caller, of the fleet or not, from holding the server's
+// file descriptors, memory and goroutines: caps on open connections per
+// source address and in total on each listener, and deadlines on every
+// part of a request the server reads.
+
+// Defaults of the connection flags that are not derived at start.
+const (
+	defaultHeaderTimeout    = 5 * time.Second
+	defaultBodyTimeout      = 5 * time.Second
+	defaultIdleTimeout      = time.Minute
+	defaultStrangerConns    = 256
+	defaultAdminConnsPerSrc = 16
+	defaultAdminConns       = 64
+)
+
+// connsBesideLongPolls is what a VM may hold besides its long-polls: the
+// derived per-source cap is --max-long-polls plus this.
+const connsBesideLongPolls = 16
+
+// connsPerSourceUncapped is the derived per-source cap when long-polls
+// are not capped (--max-long-polls 0).
+const connsPerSourceUncapped = 256
+
+// strangerConnsPerSource caps the open connections of one address of no
+// VM: it is only ever answered 403.
+const strangerConnsPerSource = 4
+
+// maxHeaderBytes caps a request's headers on both listeners; real
+// requests carry a few hundred bytes.
+const maxHeaderBytes = 64 << 10
+
+// unknownFileLimit stands for the limit on open files where the system
+// has none to read.
+const unknownFileLimit = 8192
+
+// refusal is what a connection over a cap is sent before it is closed.
+var refusal = []byte("HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nRetry-After: 1\r\n" +
+	"Content-Type: text/plain; charset=utf-8\r\nContent-Length: 26\r\n\r\ntoo many open connections\n")
+
+// listenerCaps raises the limit on open files to its hard limit, derives
+// the caps cfg leaves at 0 from it and from the fleet, logs the caps
+// (warning when the fleet's long-polls or the caps do not fit), and
+// returns the caps of the metadata and operator listeners.
+func listenerCaps(cfg ServeConfig, fleet *forewarn.Fleet, log *slog.Logger) (md, adm connlimit.Config) {
+	limit, err := raiseFileLimit()
+	if err != nil && limit > 0 {
+		log.Warn("could not raise the limit on open files", "limit", limit, "err", err)
+	}
+	md, adm = sizeCaps(cfg, fleet, limit)
+	md.Refusal, md.Logger = refusal, log
+	adm.Refusal, adm.Logger = refusal, log
+
+	log.Info("connection caps", "open_files_limit", limit,
+		"metadata_per_source", md.PerSource, "metadata_total", md.Total, "metadata_strangers", md.StrangerTotal,
+		"operator_per_source", adm.PerSource, "operator_total", adm.Total)
+	if limit > 0 && uint64(md.Total+adm.Total) > limit {
+		log.Warn("the connection caps exceed the limit on open files: a flood of connections can use up the file descriptors and stall both APIs; lower --max-conns or raise the limit (ulimit -n)",
+			"caps", md.Total+adm.Total, "open_files_limit", limit)
+	}
+	if cfg.MaxLongPolls > 0 && md.PerSource <= cfg.MaxLongPolls {
+		log.Warn("--max-conns-per-source leaves a VM holding its --max-long-polls long-polls no connection for anything else",
+			"max_conns_per_source", md.PerSource, "max_long_polls", cfg.MaxLongPolls)
+	}
+	_, gceVMs := fleetAddrs(fleet)
+	if held := gceVMs * cfg.MaxLongPolls; held > md.Total {
+		log.Warn(fmt.Sprintf("the fleet's GCE VMs may hold %d long-polls (--max-long-polls %d each), more than the %d connections --max-conns allows; raise it and the limit on open files", held, cfg.MaxLongPolls, md.Total),
+			"gce_vms", gceVMs)
+	}
+	return md, adm
+}
+
+// sizeCaps returns the caps of the metadata and operator listeners
+// under a limit on open files (0: unknown): those cfg sets and, for those
+// it leaves at 0, the ones derived from the limit and the fleet.
+func sizeCaps(cfg ServeConfig, fleet *forewarn.Fleet, limit uint64) (md, adm connlimit.Config) {
+	known, _ := fleetAddrs(fleet)
+	perSource := cfg.MaxConnsPerSource
+	if perSource == 0 {
+		perSource = connsPerSourceUncapped
+		if cfg.MaxLongPolls > 0 {
+			perSource = cfg.MaxLongPolls + connsBesideLongPolls
+		}
+	}
+	total := cfg.MaxConns
+	if total == 0 {
+		// All the file descriptors the operator API and the headroom
+		// leave, but no more than the fleet at its caps can open.
+		total = max(fileBudget(limit)-cfg.AdminMaxConns, 1)
+		if known != nil {
+			total = min(total, len(known)*perSource+cfg.MaxStrangerConns)
+		}
+	}
+
+	md = connlimit.Config{Name: "metadata", PerSource: perSource, Total: total,
+		StrangerPerSource: min(strangerConnsPerSource, cfg.MaxStrangerConns), StrangerTotal: cfg.MaxStrangerConns}
+	if known != nil {
+		md.Known = func(a netip.Addr) bool { _, ok := known[a]; return ok }
+	}
+	adm = connlimit.Config{Name: "operator", PerSource: cfg.AdminMaxConnsPerSource, Total: cfg.AdminMaxConns}
+	return md, adm
+}
+
+// fleetAddrs returns the set of the fleet's source addresses, or nil
+// when a VM with no address makes every address one of the fleet's, and
+// the number of GCE VMs.
+func fleetAddrs(fleet *forewarn.Fleet) (map[netip.Addr]struct{}, int) {
+	known := map[netip.Addr]struct{}{}
+	gceVMs := 0
+	for _, vm := range fleet.VMs {
+		if vm.Provider == forewarn.GCE {
+			gceVMs++
+		}
+		if !vm.IP.IsValid() {
+			known = nil
+		} else if known != nil {
+			known[vm.IP.Unmap()] = struct{}{}
+		}
+	}
+	return known, gceVMs
+}
+
+// fileBudget is how many connections both listeners together may hold
+// under a limit on open files, leaving a tenth of it (at least 64) for
+// the store, the audit log, the listeners and the runtime.
+func fileBudget(limit uint64) int {
+	if limit == 0 {
+		limit = unknownFileLimit
+	}
+	limit = min(limit, 1<<24) // "unlimited" is not a number to size by
+	headroom := max(min(64, limit/2), limit/10)
+	return int(limit - headroom)
+}
+
+// httpServer returns the http.Server of one listener: h with the
+// configured deadlines on reading requests and idle connections.
+func httpServer(cfg ServeConfig, h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           connlimit.BodyTimeout(h, cfg.BodyTimeout),
+		ReadHeaderTimeout: cfg.HeaderTimeout,
+		IdleTimeout:       cfg.IdleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+	}
+}
+
+// validateConns reports whether the connection settings of c are usable.
+func (c *ServeConfig) validateConns() error {
+	for _, d := range []struct {
+		flag string
+		d    time.Duration
+	}{{"--header-timeout", c.HeaderTimeout}, {"--body-timeout", c.BodyTimeout}, {"--idle-timeout", c.IdleTimeout}} {
+		if d.d <= 0 {
+			return fmt.Errorf("%s %s must be positive", d.flag, d.d)
+		}
+	}
+	for _, n := range []struct {
+		flag     string
+		n        int
+		positive bool
+	}{
+		{"--max-conns-per-source", c.MaxConnsPerSource, false},
+		{"--max-conns", c.MaxConns, false},
+		{"--max-stranger-conns", c.MaxStrangerConns, true},
+		{"--admin-max-conns-per-source", c.AdminMaxConnsPerSource, true},
+		{"--admin-max-conns", c.AdminMaxConns, true},
+	} {
+		switch {
+		case n.positive && n.n <= 0:
+			return fmt.Errorf("%s %d must be positive", n.flag, n.n)
+		case n.n < 0:
+			return fmt.Errorf("%s %d must not be negative (0: derived at start)", n.flag, n.n)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,11 @@
+//go:build !unix
+
+package main
+
+import "errors"
+
+// raiseFileLimit reports that this system has no limit on open files to
+// raise.
+func raiseFileLimit() (uint64, error) {
+	return 0, errors.ErrUnsupported
+}
