@@ -19,6 +19,7 @@ import (
 
 	"github.com/forewarn/forewarn"
 	"github.com/forewarn/forewarn/engine"
+	"github.com/forewarn/forewarn/internal/weakmap"
 )
 
 // version is one Scheduled Events api-version and what it renders.
@@ -139,27 +140,25 @@ func (d *doc) writeTo(w io.Writer, vi int) {
 	_, _ = w.Write(tail)
 }
 
-// renderer renders documents. It keeps the parts, heads and header
-// values it made recently, so that one change seen by many VMs is
-// rendered once and their documents share memory. It is used under the
-// engine's lock only (Subscribe), and forgets a kind of entry when it
-// grows past cacheSize of them.
+// renderer renders documents. It keeps the part of every event version
+// that is still alive, and the heads and header values it made recently,
+// so that one change seen by many VMs is rendered once and their
+// documents share memory. It is used under the engine's lock only
+// (Subscribe); the heads and headers are forgotten when they grow past
+// cacheSize.
 type renderer struct {
 	fleet   *forewarn.Fleet
-	parts   map[*forewarn.Event]*part
+	parts   weakmap.Map[forewarn.Event, *part]
 	heads   map[int64][]byte
 	headers map[string]*headers
 }
 
-const cacheSize = 4096
+const cacheSize = 512
 
 // part returns ev rendered for every version.
 func (r *renderer) part(ev *forewarn.Event) *part {
-	if p := r.parts[ev]; p != nil {
+	if p, ok := r.parts.Get(ev); ok {
 		return p
-	}
-	if r.parts == nil || len(r.parts) >= cacheSize {
-		r.parts = map[*forewarn.Event]*part{}
 	}
 	p := new(part)
 	for i := range versions {
@@ -174,7 +173,7 @@ func (r *renderer) part(ev *forewarn.Event) *part {
 		p.json[i] = appendEvent(nil, ver, ev, r.fleet)
 		p.sum[i] = fnv32a(fnvOffset, p.json[i])
 	}
-	r.parts[ev] = p
+	r.parts.Put(ev, p)
 	return p
 }
 

@@ -25,6 +25,7 @@ import (
 
 	"github.com/forewarn/forewarn"
 	"github.com/forewarn/forewarn/engine"
+	"github.com/forewarn/forewarn/internal/weakmap"
 )
 
 // node is one key or directory of a VM's metadata tree, rendered.
@@ -381,8 +382,9 @@ func maintenanceEvent(v *engine.View) string {
 
 // renderCache shares rendered nodes between VMs whose values are equal,
 // so one event's change over thousands of VMs renders its nodes once. It
-// is used under the engine's lock only, and forgets everything when it
-// grows past cacheSize entries.
+// is used under the engine's lock only. Each value map forgets
+// everything when it grows past cacheSize entries; up holds an event
+// version's entry for as long as the version lives.
 type renderCache struct {
 	leaves  map[string]*node
 	numbers map[int64]*node
@@ -390,7 +392,7 @@ type renderCache struct {
 	lists map[string]*node
 	// keys indexes the paths of a VM's static nodes, in walk order.
 	keys map[string]int
-	up   map[*forewarn.Event]upcomingEntry
+	up   weakmap.Map[forewarn.Event, upcomingEntry] // while the event version lives
 	// absent and ended are the upcoming-maintenance values with nothing
 	// announced, before any maintenance and after one.
 	absent, ended upcomingEntry
@@ -461,16 +463,13 @@ func (c *renderCache) upcoming(ev *forewarn.Event, maintained bool) (map[string]
 		}
 		return e.fields, e.node, e.text
 	}
-	if e, ok := c.up[ev]; ok {
+	if e, ok := c.up.Get(ev); ok {
 		return e.fields, e.node, e.text
-	}
-	if c.up == nil || len(c.up) >= cacheSize {
-		c.up = map[*forewarn.Event]upcomingEntry{}
 	}
 	f := upcomingFieldsOf(ev)
 	n := leafNode(f)
 	e := upcomingEntry{fields: f, node: n, text: string(n.text)}
-	c.up[ev] = e
+	c.up.Put(ev, e)
 	return e.fields, e.node, e.text
 }
 
