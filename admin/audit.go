@@ -328,6 +328,9 @@ func (s *Server) refuse(w http.ResponseWriter, r *http.Request, who string, err 
 	if forewarn.ErrorCode(err) == forewarn.EUNAUTHORIZED {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="forewarn"`)
 	}
+	// A refused caller holds nothing: the connection closes after the
+	// answer (401 without the token, 403 from a VM's address).
+	w.Header().Set("Connection", "close")
 	s.writeError(w, r, err)
 	if s.Audit != nil && r.Method != http.MethodGet && r.Method != http.MethodHead {
 		if err := s.Audit.Refuse(entry(r, who, errorStatus(err))); err != nil {

@@ -363,6 +363,12 @@ func TestStoreFullDisk(t *testing.T) {
 	if !strings.Contains(h.logs.String(), "no space left on device") {
 		t.Errorf("the server log does not say what failed:\n%s", h.logs)
 	}
+	// bbolt reports a failure to grow its file with the errno's text
+	// only; that is a full disk too.
+	store.err = fmt.Errorf("commit: file resize error: %s", syscall.ENOSPC)
+	if code, _, body := h.raw(t, "POST", "/v1/vms/db_0/restart", ""); code != http.StatusInsufficientStorage {
+		t.Fatalf("bbolt's resize error: %d %s", code, body)
+	}
 	store.full.Store(false)
 	if _, err := h.client.Restart(t.Context(), "db_0", 0); err != nil {
 		t.Fatalf("after space is freed: %v", err)

@@ -2,6 +2,7 @@ package admin
 
 import (
 	"errors"
+	"strings"
 	"syscall"
 
 	"github.com/forewarn/forewarn"
@@ -13,6 +14,10 @@ var errNoSpace = forewarn.Errorf(forewarn.ENOSPACE, "no space left on device: th
 
 // noSpace reports whether err is a write's failure for want of disk
 // space: ENOSPC, or EDQUOT for a used-up quota.
+//
+// bbolt reports a failure to grow its file with the errno's text only
+// ("file resize error: no space left on device"), so the text counts too.
 func noSpace(err error) bool {
-	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) ||
+		strings.Contains(err.Error(), syscall.ENOSPC.Error()) || strings.Contains(err.Error(), syscall.EDQUOT.Error())
 }
