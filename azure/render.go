@@ -11,7 +11,6 @@ package azure
 import (
 	"encoding/binary"
 	"encoding/json"
-	"fmt"
 	"io"
 	"strconv"
 	"strings"
@@ -201,7 +200,7 @@ func (r *renderer) render(v *engine.View) *doc {
 	}
 	// The ETags and lengths of every version, as one string to look the
 	// shared headers up by.
-	var key []byte
+	key := make([]byte, 0, nVersions*32)
 	var sum [4]byte
 	for vi := range versions {
 		h := fnv32a(fnvOffset, d.head)
@@ -216,7 +215,9 @@ func (r *renderer) render(v *engine.View) *doc {
 				h = fnv32a(h, binary.BigEndian.AppendUint32(sum[:0], p.sum[vi]))
 			}
 		}
-		key = fmt.Appendf(key, `"%d-%08x" %d `, v.Incarnation, h, size)
+		key = append(strconv.AppendInt(append(key, '"'), v.Incarnation, 10), '-')
+		key = appendHex8(key, h)
+		key = append(strconv.AppendInt(append(key, '"', ' '), int64(size), 10), ' ')
 	}
 	if hs := r.headers[string(key)]; hs != nil {
 		d.headers = hs
@@ -233,6 +234,15 @@ func (r *renderer) render(v *engine.View) *doc {
 	}
 	r.headers[string(key)] = d.headers
 	return d
+}
+
+// appendHex8 appends h as 8 lower-case hex digits.
+func appendHex8(b []byte, h uint32) []byte {
+	const digits = "0123456789abcdef"
+	for shift := 28; shift >= 0; shift -= 4 {
+		b = append(b, digits[h>>uint(shift)&0xf])
+	}
+	return b
 }
 
 // fnvOffset starts an FNV-1a hash; fnv32a continues hash h over b.

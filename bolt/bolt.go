@@ -353,6 +353,9 @@ func (s *Store) Commit(ctx context.Context, c *forewarn.Change) (int64, error) {
 		setRecords[name] = b
 	}
 
+	// Keys go in sorted: bbolt inserts into a node's sorted array, so a
+	// fleet's worth of keys in random order would cost their square.
+	incNames := slices.Sorted(maps.Keys(c.Incarnations))
 	var rev int64
 	err := s.db.Update(func(tx *bbolt.Tx) error {
 		meta := tx.Bucket(metaBucket)
@@ -361,8 +364,8 @@ func (s *Store) Commit(ctx context.Context, c *forewarn.Change) (int64, error) {
 			return forewarn.Errorf(forewarn.ECONFLICT, "change is against revision %d, store is at %d", c.Revision, cur)
 		}
 		incs := tx.Bucket(incarnationsBucket)
-		for vm, n := range c.Incarnations {
-			if v := incs.Get([]byte(vm)); v != nil && n < getInt(v) {
+		for _, vm := range incNames {
+			if v, n := incs.Get([]byte(vm)), c.Incarnations[vm]; v != nil && n < getInt(v) {
 				return forewarn.Errorf(forewarn.EINVALID, "incarnation of %s would go back from %d to %d", vm, getInt(v), n)
 			}
 		}
@@ -380,9 +383,7 @@ func (s *Store) Commit(ctx context.Context, c *forewarn.Change) (int64, error) {
 				return fmt.Errorf("delete event %s: %w", id, err)
 			}
 		}
-		// Keys go in sorted: bbolt inserts into a node's sorted array, so
-		// a fleet's worth of keys in random order would cost their square.
-		for _, vm := range slices.Sorted(maps.Keys(c.Incarnations)) {
+		for _, vm := range incNames {
 			if err := incs.Put([]byte(vm), putInt(c.Incarnations[vm])); err != nil {
 				return fmt.Errorf("put incarnation of %s: %w", vm, err)
 			}

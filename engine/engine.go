@@ -785,7 +785,11 @@ func (e *Engine) commit(ctx context.Context, now time.Time, changed []*forewarn.
 	changed = e.settle(now, changed)
 	// Which VMs' documents change: those that could see the old or can see
 	// the new version of a changed event, when a rendered field differs.
-	touched := map[string]bool{}
+	size := 0
+	for _, c := range changed {
+		size += len(c.Resources)
+	}
+	touched := make(map[string]bool, size)
 	for _, c := range changed {
 		old := e.events[c.ID]
 		if old != nil && sameDocument(old, c) {
