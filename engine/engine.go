@@ -171,10 +171,11 @@ type Engine struct {
 	byVM   map[string]map[string]*forewarn.Event
 	byWave map[string]map[string]*forewarn.Event
 	// byGroup indexes the active events by the scope groups of more than
-	// one VM that their Resources belong to, keyed by the group's first
-	// VM, so a VM's view is built from its groups' events, not from every
-	// peer's.
-	byGroup map[*forewarn.VM]map[string]*forewarn.Event
+	// one VM that their Resources belong to, so a VM's view is built from
+	// its groups' events, not from every peer's. A group's key is the
+	// address of its first slot: unique to the group, even where two
+	// groups begin with the same VM.
+	byGroup map[**forewarn.VM]map[string]*forewarn.Event
 	// terms indexes the Scheduled Terminates of each scale set.
 	terms  map[string]map[string]*forewarn.Event
 	inc    map[string]int64
@@ -213,7 +214,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		events:       make(map[string]*forewarn.Event, len(st.Events)),
 		byVM:         make(map[string]map[string]*forewarn.Event),
 		byWave:       make(map[string]map[string]*forewarn.Event),
-		byGroup:      make(map[*forewarn.VM]map[string]*forewarn.Event),
+		byGroup:      make(map[**forewarn.VM]map[string]*forewarn.Event),
 		terms:        make(map[string]map[string]*forewarn.Event),
 		scaleSets:    make(map[string][]string),
 		setOverrides: make(map[string]forewarn.ScaleSetRecord, len(st.ScaleSets)),
@@ -852,7 +853,7 @@ func (e *Engine) buildView(vm *forewarn.VM) *View {
 	shared := false
 	for _, g := range e.peers[vm.Name] {
 		if len(g) > 1 {
-			for _, ev := range e.byGroup[g[0]] {
+			for _, ev := range e.byGroup[&g[0]] {
 				v.Events = append(v.Events, ev)
 				shared = true
 			}
@@ -891,7 +892,7 @@ func (e *Engine) install(ev *forewarn.Event) {
 			delete(e.byVM[r], ev.ID)
 			for _, g := range e.peers[r] {
 				if len(g) > 1 {
-					delete(e.byGroup[g[0]], ev.ID)
+					delete(e.byGroup[&g[0]], ev.ID)
 				}
 			}
 		}
@@ -914,10 +915,10 @@ func (e *Engine) install(ev *forewarn.Event) {
 			if len(g) < 2 {
 				continue
 			}
-			m := e.byGroup[g[0]]
+			m := e.byGroup[&g[0]]
 			if m == nil {
 				m = map[string]*forewarn.Event{}
-				e.byGroup[g[0]] = m
+				e.byGroup[&g[0]] = m
 			}
 			m[ev.ID] = ev
 		}
@@ -944,17 +945,17 @@ func (e *Engine) install(ev *forewarn.Event) {
 // audience adds to set the names of the VMs that can see ev: its
 // Resources and the members of their scope groups, each group once.
 func (e *Engine) audience(ev *forewarn.Event, set map[string]bool) {
-	var done map[*forewarn.VM]bool
+	var done map[**forewarn.VM]bool
 	for _, r := range ev.Resources {
 		set[r] = true
 		for _, g := range e.peers[r] {
-			if len(g) < 2 || done[g[0]] {
+			if len(g) < 2 || done[&g[0]] {
 				continue
 			}
 			if done == nil {
-				done = map[*forewarn.VM]bool{}
+				done = map[**forewarn.VM]bool{}
 			}
-			done[g[0]] = true
+			done[&g[0]] = true
 			for _, vm := range g {
 				set[vm.Name] = true
 			}
