@@ -18,6 +18,7 @@ import (
 
 	"github.com/forewarn/forewarn"
 	"github.com/forewarn/forewarn/engine"
+	"github.com/forewarn/forewarn/internal/memo"
 	"github.com/forewarn/forewarn/internal/weakmap"
 )
 
@@ -143,16 +144,13 @@ func (d *doc) writeTo(w io.Writer, vi int) {
 // that is still alive, and the heads and header values it made recently,
 // so that one change seen by many VMs is rendered once and their
 // documents share memory. It is used under the engine's lock only
-// (Subscribe); the heads and headers are forgotten when they grow past
-// cacheSize.
+// (Subscribe).
 type renderer struct {
 	fleet   *forewarn.Fleet
 	parts   weakmap.Map[forewarn.Event, *part]
-	heads   map[int64][]byte
-	headers map[string]*headers
+	heads   memo.Table[int64, []byte]
+	headers memo.Table[string, *headers] // by ETags and lengths
 }
-
-const cacheSize = 512
 
 // part returns ev rendered for every version.
 func (r *renderer) part(ev *forewarn.Event) *part {
@@ -178,16 +176,10 @@ func (r *renderer) part(ev *forewarn.Event) *part {
 
 // head returns the opening of a document of incarnation inc.
 func (r *renderer) head(inc int64) []byte {
-	if h := r.heads[inc]; h != nil {
-		return h
-	}
-	if r.heads == nil || len(r.heads) >= cacheSize {
-		r.heads = map[int64][]byte{}
-	}
-	h := strconv.AppendInt([]byte(`{"DocumentIncarnation":`), inc, 10)
-	h = append(h, `,"Events":[`...)
-	r.heads[inc] = h
-	return h
+	return r.heads.Get(inc, func() []byte {
+		h := strconv.AppendInt([]byte(`{"DocumentIncarnation":`), inc, 10)
+		return append(h, `,"Events":[`...)
+	})
 }
 
 // render prepares the document of view v for every version. Its cost is
@@ -219,20 +211,15 @@ func (r *renderer) render(v *engine.View) *doc {
 		key = appendHex8(key, h)
 		key = append(strconv.AppendInt(append(key, '"', ' '), int64(size), 10), ' ')
 	}
-	if hs := r.headers[string(key)]; hs != nil {
-		d.headers = hs
-		return d
-	}
-	if r.headers == nil || len(r.headers) >= cacheSize {
-		r.headers = map[string]*headers{}
-	}
-	d.headers = new(headers)
-	fields := strings.Fields(string(key))
-	for vi := range versions {
-		d.etags[vi] = []string{fields[2*vi]}
-		d.clens[vi] = []string{fields[2*vi+1]}
-	}
-	r.headers[string(key)] = d.headers
+	d.headers = r.headers.Get(string(key), func() *headers {
+		hs := new(headers)
+		fields := strings.Fields(string(key))
+		for vi := range versions {
+			hs.etags[vi] = []string{fields[2*vi]}
+			hs.clens[vi] = []string{fields[2*vi+1]}
+		}
+		return hs
+	})
 	return d
 }
 

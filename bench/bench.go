@@ -165,18 +165,22 @@ func procCPU(pid int) (time.Duration, error) {
 }
 
 // procRSS reads VmRSS of pid from /proc.
-func procRSS(pid int) (int64, error) {
+func procRSS(pid int) (int64, error) { return procMemory(pid, "VmRSS") }
+
+// procMemory reads the memory figure key (VmRSS, VmHWM) of pid from
+// /proc, in bytes.
+func procMemory(pid int, key string) (int64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, err
 	}
 	for line := range strings.Lines(string(b)) {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(line, key+":"); ok {
 			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
 			return kb << 10, err
 		}
 	}
-	return 0, errors.New("no VmRSS")
+	return 0, errors.New("no " + key)
 }
 
 // conn is one keep-alive HTTP/1.1 connection from a VM's address.

@@ -7,8 +7,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/forewarn/forewarn"
@@ -232,20 +230,11 @@ func baseline() int64 {
 	return procStatus("VmRSS")
 }
 
-// procStatus returns a memory figure of /proc/self/status in bytes, or 0
-// where there is no /proc.
+// procStatus returns the memory figure key of this process in bytes, or
+// 0 where there is no /proc.
 func procStatus(key string) int64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for line := range strings.Lines(string(b)) {
-		if v, ok := strings.CutPrefix(line, key+":"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
+	n, _ := procMemory(os.Getpid(), key)
+	return n
 }
 
 // resetPeak resets the kernel's resident high-water mark (VmHWM) to the

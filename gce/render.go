@@ -25,6 +25,7 @@ import (
 
 	"github.com/forewarn/forewarn"
 	"github.com/forewarn/forewarn/engine"
+	"github.com/forewarn/forewarn/internal/memo"
 	"github.com/forewarn/forewarn/internal/weakmap"
 )
 
@@ -382,14 +383,14 @@ func maintenanceEvent(v *engine.View) string {
 
 // renderCache shares rendered nodes between VMs whose values are equal,
 // so one event's change over thousands of VMs renders its nodes once. It
-// is used under the engine's lock only. Each value map forgets
-// everything when it grows past cacheSize entries; up holds an event
-// version's entry for as long as the version lives.
+// is used under the engine's lock only. The value tables are bounded
+// (memo.Size); up holds an event version's entry for as long as the
+// version lives.
 type renderCache struct {
-	leaves  map[string]*node
-	numbers map[int64]*node
+	leaves  memo.Table[string, *node]
+	numbers memo.Table[int64, *node]
 	// lists holds directory listings (text, textLen and json only).
-	lists map[string]*node
+	lists memo.Table[string, *node]
 	// keys indexes the paths of a VM's static nodes, in walk order.
 	keys map[string]int
 	up   weakmap.Map[forewarn.Event, upcomingEntry] // while the event version lives
@@ -404,47 +405,24 @@ type upcomingEntry struct {
 	text   string
 }
 
-const cacheSize = 4096
-
 // listing returns a node holding the listing of a directory's entries.
 func (c *renderCache) listing(entries []string) *node {
 	text := strings.Join(entries, "\n") + "\n"
-	if n := c.lists[text]; n != nil {
+	return c.lists.Get(text, func() *node {
+		n := &node{text: []byte(text), textLen: []string{strconv.Itoa(len(text))}}
+		n.json, _ = json.Marshal(entries)
 		return n
-	}
-	if c.lists == nil || len(c.lists) >= cacheSize {
-		c.lists = map[string]*node{}
-	}
-	n := &node{text: []byte(text), textLen: []string{strconv.Itoa(len(text))}}
-	n.json, _ = json.Marshal(entries)
-	c.lists[text] = n
-	return n
+	})
 }
 
 // number returns the node of a numeric value.
 func (c *renderCache) number(v int64) *node {
-	if n := c.numbers[v]; n != nil {
-		return n
-	}
-	if c.numbers == nil || len(c.numbers) >= cacheSize {
-		c.numbers = map[int64]*node{}
-	}
-	n := leafNode(v)
-	c.numbers[v] = n
-	return n
+	return c.numbers.Get(v, func() *node { return leafNode(v) })
 }
 
 // leaf returns the node of a string value.
 func (c *renderCache) leaf(v string) *node {
-	if n := c.leaves[v]; n != nil {
-		return n
-	}
-	if c.leaves == nil || len(c.leaves) >= cacheSize {
-		c.leaves = map[string]*node{}
-	}
-	n := leafNode(v)
-	c.leaves[v] = n
-	return n
+	return c.leaves.Get(v, func() *node { return leafNode(v) })
 }
 
 // upcoming returns the upcoming-maintenance fields, node and text of ev.

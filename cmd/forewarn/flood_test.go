@@ -73,15 +73,7 @@ func TestConnectionFlood(t *testing.T) {
 	sc.Scan()
 	adm := strings.TrimPrefix(sc.Text(), "operator API listening on ")
 	go io.Copy(io.Discard, pr)
-	settle := func() (int, uint64) {
-		for range 3 {
-			runtime.GC()
-		}
-		var ms runtime.MemStats
-		runtime.ReadMemStats(&ms)
-		return runtime.NumGoroutine(), ms.HeapAlloc
-	}
-	baseG, baseHeap := settle()
+	baseG, baseHeap := settled()
 	baseRSS := rss()
 
 	// The GCE VM holds its long-polls all along.
@@ -320,7 +312,7 @@ func TestConnectionFlood(t *testing.T) {
 	// Back to baseline.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		g, heap := settle()
+		g, heap := settled()
 		if g <= baseG+15 && heap <= baseHeap*2+8<<20 {
 			t.Logf("goroutines %d → %d, heap %d KiB → %d KiB, RSS %d MiB → %d MiB", baseG, g, baseHeap>>10, heap>>10, baseRSS>>20, rss()>>20)
 			break

@@ -148,15 +148,7 @@ func TestSoak(t *testing.T) {
 		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip(i))}}
 		clients[ip(i)] = &http.Client{Transport: &http.Transport{DialContext: d.DialContext, MaxIdleConnsPerHost: 2}}
 	}
-	settle := func() (int, uint64) {
-		for range 3 {
-			runtime.GC()
-		}
-		var ms runtime.MemStats
-		runtime.ReadMemStats(&ms)
-		return runtime.NumGoroutine(), ms.HeapAlloc
-	}
-	baseG, baseHeap := settle()
+	baseG, baseHeap := settled()
 
 	var requests, failures atomic.Int64
 	var failMu sync.Mutex
@@ -289,7 +281,7 @@ func TestSoak(t *testing.T) {
 	// Back to baseline: the server's goroutines and heap.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		g, heap := settle()
+		g, heap := settled()
 		if g <= baseG+10 && heap <= baseHeap*2+8<<20 {
 			t.Logf("goroutines %d → %d, heap %d KiB → %d KiB", baseG, g, baseHeap>>10, heap>>10)
 			break
@@ -303,4 +295,15 @@ func TestSoak(t *testing.T) {
 	if err := <-served; err != nil {
 		t.Fatalf("Serve: %v", err)
 	}
+}
+
+// settled collects garbage and returns the goroutines and live heap, for
+// tests that check both return to their baseline.
+func settled() (goroutines int, heap uint64) {
+	for range 3 {
+		runtime.GC()
+	}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return runtime.NumGoroutine(), ms.HeapAlloc
 }
