@@ -67,6 +67,23 @@ type Change struct {
 	VMs map[string]*VMRecord
 	// ScaleSets are set whole for the named scale sets.
 	ScaleSets map[string]*ScaleSetRecord
+	// Fence, when set, is a leadership fence from Term.Fence: a store
+	// shared by several servers refuses the change with ECONFLICT unless
+	// the term it names still leads, so a deposed leader's late write is
+	// lost rather than applied. Stores of one server ignore it.
+	Fence string
+}
+
+// Update is one committed Change as a follower receives it.
+type Update struct {
+	// Revision is the revision the commit produced. Change.Revision is the
+	// revision it was computed against, the one before it.
+	Revision int64
+	// Change is what the commit wrote; nil when Reload is set.
+	Change *Change
+	// Reload reports that commits were lost to the follower: it must load
+	// the whole state again.
+	Reload bool
 }
 
 // Store persists the fleet's events and incarnations. Implementations are
@@ -83,8 +100,18 @@ type Store interface {
 	Commit(ctx context.Context, c *Change) (int64, error)
 	// Watch returns a channel that receives the newest revision after
 	// every commit, coalescing bursts; it is closed when ctx ends or the
-	// store closes. It lets several servers share one store.
+	// store closes.
 	Watch(ctx context.Context) <-chan int64
+	// Follow returns a channel that receives every commit after revision
+	// since, in revision order, one Update per commit, including those of
+	// other servers sharing the store. When the store can no longer
+	// deliver every commit since the follower's position (they were
+	// compacted, or the follower fell too far behind), it sends one
+	// Update with Reload set and closes the channel: the follower Loads in
+	// full and follows again from the loaded revision. The channel is
+	// closed too when ctx ends or the store closes. Updates and what they
+	// point to must not be modified.
+	Follow(ctx context.Context, since int64) <-chan *Update
 	// Close releases the store. It is safe to call more than once.
 	Close() error
 }
@@ -124,4 +151,53 @@ func (c *Change) Validate() error {
 		}
 	}
 	return nil
+}
+
+// Cluster is implemented by a Store that several servers (replicas)
+// share. Exactly one replica at a time leads: it alone fires deadlines.
+type Cluster interface {
+	// Campaign blocks until the replica named name leads, or ctx ends.
+	Campaign(ctx context.Context, name string) (Term, error)
+	// Announce publishes what a replica reports of itself, replacing its
+	// previous announcement. An announcement lapses on its own when the
+	// replica stops renewing it (it dies), within the store's lease.
+	Announce(ctx context.Context, r Replica) error
+	// Replicas returns the store's newest revision, the name of the
+	// leader ("" when none leads) and every live replica's announcement,
+	// sorted by name.
+	Replicas(ctx context.Context) (*ClusterStatus, error)
+}
+
+// Term is one replica's leadership.
+type Term interface {
+	// Done is closed when the leadership is lost: resigned, or its lease
+	// expired because the store could not be reached.
+	Done() <-chan struct{}
+	// Fence is the token a leader puts in Change.Fence.
+	Fence() string
+	// Resign gives the leadership up.
+	Resign(ctx context.Context) error
+}
+
+// Replica is what one server sharing a store reports of itself.
+type Replica struct {
+	Name string `json:"name"`
+	// Address is the replica's operator API address, if it announces one.
+	Address string `json:"address,omitempty"`
+	// Revision is the newest revision its engine has applied.
+	Revision int64 `json:"revision"`
+	// Leader reports whether the replica believes it leads.
+	Leader bool `json:"leader"`
+	// Started is when the replica started; Updated when it last announced.
+	Started time.Time `json:"started"`
+	Updated time.Time `json:"updated"`
+}
+
+// ClusterStatus is the replicas of a shared store.
+type ClusterStatus struct {
+	// Revision is the store's newest revision.
+	Revision int64 `json:"revision"`
+	// Leader names the leading replica; "" when none leads.
+	Leader   string    `json:"leader"`
+	Replicas []Replica `json:"replicas"`
 }

@@ -67,6 +67,7 @@ type Store struct {
 	mu     sync.Mutex // guards the fields below
 	closed bool
 	revs   watch.Revisions // the watchers
+	log    watch.Log       // the followers
 }
 
 // Open opens the store at path, creating the file (mode 0600) and its
@@ -82,6 +83,15 @@ func Open(path string) (*Store, error) {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
 	s := &Store{path: path, db: db}
+	var rev int64
+	if err := db.View(func(tx *bbolt.Tx) error {
+		rev = getInt(tx.Bucket(metaBucket).Get(revisionKey))
+		return nil
+	}); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	s.log.Reset(rev)
 	return s, nil
 }
 
@@ -328,9 +338,17 @@ func (s *Store) Commit(ctx context.Context, c *forewarn.Change) (int64, error) {
 	if s.isClosed() {
 		return 0, errClosed()
 	}
+	u := &forewarn.Change{
+		Events:       make([]*forewarn.Event, len(c.Events)),
+		Deletes:      slices.Clone(c.Deletes),
+		Incarnations: maps.Clone(c.Incarnations),
+		VMs:          make(map[string]*forewarn.VMRecord, len(c.VMs)),
+		ScaleSets:    make(map[string]*forewarn.ScaleSetRecord, len(c.ScaleSets)),
+	}
 	records := make([][]byte, len(c.Events))
 	for i, e := range c.Events {
-		b, err := json.Marshal(e.Normalized())
+		u.Events[i] = e.Normalized()
+		b, err := json.Marshal(u.Events[i])
 		if err != nil {
 			return 0, forewarn.Errorf(forewarn.EINVALID, "event %s: %v", e.ID, err)
 		}
@@ -338,7 +356,8 @@ func (s *Store) Commit(ctx context.Context, c *forewarn.Change) (int64, error) {
 	}
 	vmRecords := make(map[string][]byte, len(c.VMs))
 	for vm, r := range c.VMs {
-		b, err := json.Marshal(r.Normalized())
+		u.VMs[vm] = r.Normalized()
+		b, err := json.Marshal(u.VMs[vm])
 		if err != nil {
 			return 0, forewarn.Errorf(forewarn.EINVALID, "VM record for %s: %v", vm, err)
 		}
@@ -346,6 +365,7 @@ func (s *Store) Commit(ctx context.Context, c *forewarn.Change) (int64, error) {
 	}
 	setRecords := make(map[string][]byte, len(c.ScaleSets))
 	for name, r := range c.ScaleSets {
+		u.ScaleSets[name] = new(*r)
 		b, err := json.Marshal(r)
 		if err != nil {
 			return 0, forewarn.Errorf(forewarn.EINVALID, "scale set record for %s: %v", name, err)
@@ -407,6 +427,8 @@ func (s *Store) Commit(ctx context.Context, c *forewarn.Change) (int64, error) {
 		return 0, s.wrap("commit", err)
 	}
 
+	u.Revision = rev - 1
+	s.log.Append(&forewarn.Update{Revision: rev, Change: u})
 	s.revs.Publish(rev)
 	return rev, nil
 }
@@ -416,6 +438,13 @@ func (s *Store) Commit(ctx context.Context, c *forewarn.Change) (int64, error) {
 // slow reader finds only the latest one. The channel is closed when ctx
 // ends or the store closes.
 func (s *Store) Watch(ctx context.Context) <-chan int64 { return s.revs.Watch(ctx) }
+
+// Follow returns a channel of every commit after revision since, kept in
+// memory since the store opened; a follower that needs an older or a
+// forgotten commit is told to reload.
+func (s *Store) Follow(ctx context.Context, since int64) <-chan *forewarn.Update {
+	return s.log.Follow(ctx, since)
+}
 
 // Close closes every watch channel and the file, after any transaction
 // in progress. Later calls to Load and Commit return EUNAVAILABLE.
@@ -428,6 +457,7 @@ func (s *Store) Close() error {
 	}
 	s.closed = true
 	s.revs.Close()
+	s.log.Close()
 	s.mu.Unlock()
 
 	if err := s.db.Close(); err != nil {

@@ -8,6 +8,8 @@ package mem
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"sync"
 
 	"github.com/forewarn/forewarn"
@@ -27,6 +29,7 @@ type Store struct {
 	vms    map[string]*forewarn.VMRecord
 	sets   map[string]forewarn.ScaleSetRecord
 	revs   watch.Revisions // the watchers
+	log    watch.Log       // the followers
 }
 
 // New returns an empty Store at revision 0.
@@ -97,8 +100,18 @@ func (s *Store) Commit(ctx context.Context, c *forewarn.Change) (int64, error) {
 			return 0, forewarn.Errorf(forewarn.EINVALID, "incarnation of %s would go back from %d to %d", vm, old, n)
 		}
 	}
-	for _, e := range c.Events {
-		s.events[e.ID] = e.Normalized()
+	u := &forewarn.Change{
+		Revision:     s.rev,
+		Events:       make([]*forewarn.Event, len(c.Events)),
+		Deletes:      slices.Clone(c.Deletes),
+		Incarnations: maps.Clone(c.Incarnations),
+		VMs:          make(map[string]*forewarn.VMRecord, len(c.VMs)),
+		ScaleSets:    make(map[string]*forewarn.ScaleSetRecord, len(c.ScaleSets)),
+	}
+	for i, e := range c.Events {
+		n := e.Normalized()
+		s.events[e.ID] = n
+		u.Events[i] = n // the store never modifies what it holds
 	}
 	for _, id := range c.Deletes {
 		delete(s.events, id)
@@ -107,12 +120,16 @@ func (s *Store) Commit(ctx context.Context, c *forewarn.Change) (int64, error) {
 		s.inc[vm] = n
 	}
 	for vm, r := range c.VMs {
-		s.vms[vm] = r.Normalized()
+		n := r.Normalized()
+		s.vms[vm] = n
+		u.VMs[vm] = n
 	}
 	for name, r := range c.ScaleSets {
 		s.sets[name] = *r
+		u.ScaleSets[name] = new(*r)
 	}
 	s.rev++
+	s.log.Append(&forewarn.Update{Revision: s.rev, Change: u})
 	s.revs.Publish(s.rev)
 	return s.rev, nil
 }
@@ -122,6 +139,12 @@ func (s *Store) Commit(ctx context.Context, c *forewarn.Change) (int64, error) {
 // slow reader finds only the latest one. The channel is closed when ctx
 // ends or the store closes.
 func (s *Store) Watch(ctx context.Context) <-chan int64 { return s.revs.Watch(ctx) }
+
+// Follow returns a channel of every commit after revision since; a
+// follower too far behind is told to reload.
+func (s *Store) Follow(ctx context.Context, since int64) <-chan *forewarn.Update {
+	return s.log.Follow(ctx, since)
+}
 
 // Close drops the state and closes every watch channel. Later calls to
 // Load and Commit return EUNAVAILABLE. Close always returns nil.
@@ -134,5 +157,6 @@ func (s *Store) Close() error {
 	s.closed = true
 	s.events, s.inc, s.vms, s.sets = nil, nil, nil, nil
 	s.revs.Close()
+	s.log.Close()
 	return nil
 }

@@ -1,0 +1,164 @@
+package watch
+
+import (
+	"context"
+	"slices"
+	"sync"
+
+	"github.com/forewarn/forewarn"
+)
+
+// Log keeps a process's recent commits for its followers: the Follow of a
+// store that lives in one process. It holds commits until their weight
+// (one per event, incarnation and record) passes a bound, then forgets
+// the oldest; a follower that needs a forgotten commit is told to reload.
+// The zero Log is empty at revision 0; Reset places it at a store's
+// revision.
+type Log struct {
+	mu     sync.Mutex
+	closed bool
+	// base is the newest revision that is not kept: the log holds the
+	// commits base+1 through base+len(ups).
+	base int64
+	ups  []*forewarn.Update
+	// weight is the sum of the kept commits' weights.
+	weight int
+	// early holds commits appended ahead of an earlier one still being
+	// written, until the gap fills.
+	early map[int64]*forewarn.Update
+	// wake is closed and replaced when a commit is added or the log
+	// closes.
+	wake chan struct{}
+}
+
+// Bounds of what a Log keeps: enough that a follower a few commits behind
+// never reloads, small enough that a fleet-wide event is not kept long.
+const (
+	maxKept   = 4096
+	maxWeight = 1 << 20
+)
+
+// Reset empties the log at revision rev, the store's current revision.
+func (l *Log) Reset(rev int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.base, l.ups, l.weight, l.early = rev, nil, 0, nil
+	l.wakeLocked()
+}
+
+// Append adds the commit u. Commits may be appended out of order; each is
+// delivered once those before it are in.
+func (l *Log) Append(u *forewarn.Update) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return
+	}
+	head := l.base + int64(len(l.ups))
+	if u.Revision <= head {
+		return
+	}
+	if u.Revision > head+1 {
+		if l.early == nil {
+			l.early = map[int64]*forewarn.Update{}
+		}
+		l.early[u.Revision] = u
+		return
+	}
+	for u != nil {
+		l.ups = append(l.ups, u)
+		l.weight += weight(u)
+		next := u.Revision + 1
+		u = l.early[next]
+		delete(l.early, next)
+	}
+	for len(l.ups) > 1 && (len(l.ups) > maxKept || l.weight > maxWeight) {
+		l.weight -= weight(l.ups[0])
+		l.ups[0] = nil
+		l.ups = l.ups[1:]
+		l.base++
+	}
+	l.wakeLocked()
+}
+
+func (l *Log) wakeLocked() {
+	if l.wake != nil {
+		close(l.wake)
+		l.wake = nil
+	}
+}
+
+// weight is what a commit costs to keep, roughly in map entries.
+func weight(u *forewarn.Update) int {
+	c := u.Change
+	w := 1 + len(c.Incarnations) + len(c.VMs) + len(c.ScaleSets) + len(c.Deletes)
+	for _, e := range c.Events {
+		w += 1 + len(e.Resources) + len(e.Approvals)
+	}
+	return w
+}
+
+// Close ends every follower.
+func (l *Log) Close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.closed = true
+	l.ups, l.early = nil, nil
+	l.wakeLocked()
+}
+
+// Follow returns a channel of every commit after revision since, as
+// forewarn.Store's Follow describes.
+func (l *Log) Follow(ctx context.Context, since int64) <-chan *forewarn.Update {
+	ch := make(chan *forewarn.Update, 16)
+	go func() {
+		defer close(ch)
+		next := since + 1
+		for {
+			l.mu.Lock()
+			if l.closed {
+				l.mu.Unlock()
+				return
+			}
+			var batch []*forewarn.Update
+			reload := false
+			if head := l.base + int64(len(l.ups)); next <= head {
+				if next <= l.base {
+					reload = true
+				} else {
+					// A copy: Append clears forgotten slots.
+					batch = slices.Clone(l.ups[next-l.base-1:])
+				}
+			}
+			if l.wake == nil {
+				l.wake = make(chan struct{})
+			}
+			wake := l.wake
+			l.mu.Unlock()
+			if reload {
+				select {
+				case ch <- &forewarn.Update{Reload: true}:
+				case <-ctx.Done():
+				}
+				return
+			}
+			for _, u := range batch {
+				select {
+				case ch <- u:
+					next = u.Revision + 1
+				case <-ctx.Done():
+					return
+				}
+			}
+			if len(batch) > 0 {
+				continue // more may have come while sending
+			}
+			select {
+			case <-wake:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return ch
+}
