@@ -192,6 +192,15 @@ func (c *Client) StartWave(ctx context.Context, req WaveRequest) (*engine.Wave, 
 	return &w, nil
 }
 
+// Cluster returns the replicas sharing the server's store.
+func (c *Client) Cluster(ctx context.Context) (*forewarn.ClusterStatus, error) {
+	var out forewarn.ClusterStatus
+	if err := c.do(ctx, http.MethodGet, "/v1/cluster", nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // Waves returns every maintenance wave with its progress, oldest first.
 func (c *Client) Waves(ctx context.Context) ([]*engine.Wave, error) {
 	var resp wavesResponse

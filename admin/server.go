@@ -14,6 +14,7 @@ package admin
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -138,6 +139,9 @@ type Server struct {
 	// Audit, when set, records every operator action. Set it before
 	// serving.
 	Audit *AuditLog
+	// Cluster reports the replicas sharing the store; nil means this
+	// server alone, its own engine's revision, leading.
+	Cluster func(context.Context) (*forewarn.ClusterStatus, error)
 	// vmAddrs maps the fleet's explicit VM addresses to VM names; without
 	// a token, requests from them are refused.
 	vmAddrs map[netip.Addr]string
@@ -170,6 +174,7 @@ func NewServer(eng *engine.Engine, log *slog.Logger) *Server {
 	s.mux.HandleFunc("GET /v1/scalesets", s.handleListScaleSets)
 	s.mux.HandleFunc("PATCH /v1/scalesets/{name}", s.handleSetScaleSet)
 	s.mux.HandleFunc("GET /v1/audit", s.handleAudit)
+	s.mux.HandleFunc("GET /v1/cluster", s.handleCluster)
 	// Go's profiler, behind the same loopback-or-token rule as the rest.
 	s.mux.HandleFunc("GET /debug/pprof/", pprof.Index)
 	s.mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
@@ -409,6 +414,23 @@ func (s *Server) handleStartVM(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.writeJSON(w, r, http.StatusOK, info)
+}
+
+// handleCluster answers the replicas sharing the store, the leader, and
+// each replica's revision and lag behind the store.
+func (s *Server) handleCluster(w http.ResponseWriter, r *http.Request) {
+	if s.Cluster == nil {
+		rev := s.eng.Revision()
+		s.writeJSON(w, r, http.StatusOK, &forewarn.ClusterStatus{Revision: rev, Leader: "local",
+			Replicas: []forewarn.Replica{{Name: "local", Revision: rev, Leader: true}}})
+		return
+	}
+	st, err := s.Cluster(r.Context())
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, st)
 }
 
 func (s *Server) handleListScaleSets(w http.ResponseWriter, r *http.Request) {

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -30,6 +31,10 @@ import (
 // before the engine tries it again.
 const retryDelay = time.Second
 
+// staleDelay is how long a deadline whose write another replica beat
+// waits before it is tried again, if the newer commit has not re-armed it.
+const staleDelay = 50 * time.Millisecond
+
 // Config configures an Engine.
 type Config struct {
 	// Store persists every change. Required.
@@ -43,6 +48,9 @@ type Config struct {
 	// DisableAfter is how long a VM may go without a request before its
 	// scheduled events are disabled; 0 means 24 hours.
 	DisableAfter time.Duration
+	// Replica names this server among those sharing the store, when the
+	// store is a forewarn.Cluster; "" means the host name.
+	Replica string
 }
 
 // Validate reports whether c is complete.
@@ -163,10 +171,25 @@ type Engine struct {
 	// read-only.
 	peerSig map[string]string
 
+	// cluster is the store's leader election, nil for a store of one
+	// server; replica is this server's name in it.
+	cluster forewarn.Cluster
+	replica string
+	// ctx ends at Close and stops the loops, which loops waits for.
+	ctx    context.Context
+	cancel context.CancelFunc
+	loops  sync.WaitGroup
+
 	mu     sync.Mutex
 	closed bool
 	rev    int64
-	events map[string]*forewarn.Event
+	// advanced is closed and replaced whenever rev moves.
+	advanced chan struct{}
+	// leading reports whether this engine fires the deadlines; fence is
+	// its leadership's fence for the store.
+	leading bool
+	fence   string
+	events  map[string]*forewarn.Event
 	// byVM indexes events by each of their Resources, and byWave by wave.
 	byVM   map[string]map[string]*forewarn.Event
 	byWave map[string]map[string]*forewarn.Event
@@ -193,10 +216,6 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	st, err := cfg.Store.Load(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("load store: %w", err)
-	}
 	e := &Engine{
 		store:        cfg.Store,
 		fleet:        cfg.Fleet,
@@ -210,16 +229,16 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		persist:      make(chan string, 256),
 		stop:         make(chan struct{}),
 		stopped:      make(chan struct{}),
-		rev:          st.Revision,
-		events:       make(map[string]*forewarn.Event, len(st.Events)),
-		byVM:         make(map[string]map[string]*forewarn.Event),
-		byWave:       make(map[string]map[string]*forewarn.Event),
-		byGroup:      make(map[**forewarn.VM]map[string]*forewarn.Event),
-		terms:        make(map[string]map[string]*forewarn.Event),
+		advanced:     make(chan struct{}),
 		scaleSets:    make(map[string][]string),
-		setOverrides: make(map[string]forewarn.ScaleSetRecord, len(st.ScaleSets)),
+		setOverrides: make(map[string]forewarn.ScaleSetRecord),
 		inc:          make(map[string]int64, len(cfg.Fleet.VMs)),
 		timers:       make(map[string]*time.Timer),
+		replica:      cfg.Replica,
+	}
+	e.cluster, _ = cfg.Store.(forewarn.Cluster)
+	if e.replica == "" {
+		e.replica, _ = os.Hostname()
 	}
 	e.peers = scopeGroups(cfg.Fleet)
 	e.peerSig = make(map[string]string, len(cfg.Fleet.VMs))
@@ -244,54 +263,45 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		if vm.ScaleSet != "" {
 			e.scaleSets[vm.ScaleSet] = append(e.scaleSets[vm.ScaleSet], vm.Name)
 		}
-	}
-	for name, r := range st.ScaleSets {
-		e.setOverrides[name] = *r
-	}
-	for _, ev := range st.Events {
-		e.install(ev)
-	}
-	for _, vm := range cfg.Fleet.VMs {
-		e.inc[vm.Name] = max(st.Incarnations[vm.Name], 1)
-		p := new(atomic.Pointer[View])
-		p.Store(e.buildView(vm))
-		e.views[vm.Name] = p
+		e.views[vm.Name] = new(atomic.Pointer[View])
 		e.queried[vm.Name] = new(atomic.Int64)
 		e.seen[vm.Name], e.saved[vm.Name] = new(atomic.Int64), new(atomic.Int64)
-		if r := st.VMs[vm.Name]; r != nil && !r.LastSeen.IsZero() {
-			e.seen[vm.Name].Store(r.LastSeen.UnixNano())
-			e.saved[vm.Name].Store(r.LastSeen.UnixNano())
-		}
 	}
 
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	now := time.Now()
-	var due []*forewarn.Event
-	for _, ev := range e.events {
-		// Whether a VM watched its key before the stop is not known, so
-		// missed warnings are given rather than skipped.
-		if c := advance(ev, now, false, e.gated(ev)); c != nil {
-			due = append(due, c)
+	// Another replica may write between the load and the fingerprints'
+	// write; then the engine loads again.
+	for attempt := 1; ; attempt++ {
+		st, err := cfg.Store.Load(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("load store: %w", err)
+		}
+		e.mu.Lock()
+		e.reset(st)
+		err = e.bumpMoved(ctx, st.VMs)
+		e.mu.Unlock()
+		if _, ok := stale(err); ok && attempt < maxAttempts {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("apply fleet changes: %w", err)
+		}
+		break
+	}
+	if e.cluster == nil {
+		e.mu.Lock()
+		err := e.takeLead(ctx, "")
+		e.mu.Unlock()
+		if err != nil {
+			return nil, err
 		}
 	}
-	// Scale set Terminates that timed out while stopped are settled too.
-	for _, ev := range e.events {
-		if ev.Status == forewarn.Scheduled && e.gated(ev) && !now.Before(ev.NotBefore) {
-			due = append(due, ev.Clone())
-		}
-	}
-	if len(due) > 0 {
-		if err := e.commit(ctx, now, due, nil); err != nil {
-			return nil, fmt.Errorf("apply missed deadlines: %w", err)
-		}
-		log.Info("applied deadlines missed while stopped", "events", len(due))
-	}
-	if err := e.bumpMoved(ctx, now, st.VMs); err != nil {
-		return nil, fmt.Errorf("apply fleet changes: %w", err)
-	}
-	for _, ev := range e.events {
-		e.arm(ev, now)
+	e.ctx, e.cancel = context.WithCancel(context.Background())
+	fctx, fcancel := context.WithCancel(e.ctx)
+	e.loops.Add(1)
+	go e.followLoop(e.store.Follow(fctx, e.rev), fcancel)
+	if e.cluster != nil {
+		e.loops.Add(1)
+		go e.campaignLoop()
 	}
 	go e.persistLoop()
 	return e, nil
@@ -300,7 +310,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 // bumpMoved raises the incarnation of every Azure VM whose peers changed
 // since the last run (a fleet edit can change which events it sees), and
 // records every VM's current peer fingerprint. e.mu must be held.
-func (e *Engine) bumpMoved(ctx context.Context, now time.Time, stored map[string]*forewarn.VMRecord) error {
+func (e *Engine) bumpMoved(ctx context.Context, stored map[string]*forewarn.VMRecord) error {
 	recs := map[string]*forewarn.VMRecord{}
 	incs := map[string]int64{}
 	for name, sig := range e.peerSig {
@@ -320,7 +330,10 @@ func (e *Engine) bumpMoved(ctx context.Context, now time.Time, stored map[string
 	if len(recs) == 0 {
 		return nil
 	}
-	rev, err := e.store.Commit(ctx, &forewarn.Change{Revision: e.rev, Incarnations: incs, VMs: recs})
+	_, err := e.write(ctx, &forewarn.Change{Incarnations: incs, VMs: recs})
+	if _, ok := stale(err); ok {
+		return err
+	}
 	if err != nil && len(incs) == 0 {
 		// Only fingerprints to record: the next start compares again.
 		e.log.Warn("record the fleet's peer fingerprints", "err", err)
@@ -329,13 +342,12 @@ func (e *Engine) bumpMoved(ctx context.Context, now time.Time, stored map[string
 	if err != nil {
 		return err
 	}
-	e.rev = rev
+	touched := make(map[string]bool, len(incs))
 	for name, n := range incs {
 		e.inc[name] = n
-		p := e.views[name]
-		old := p.Swap(e.buildView(e.fleet.VM(name)))
-		close(old.changed)
+		touched[name] = true
 	}
+	e.publish(touched)
 	if len(incs) > 0 {
 		e.log.Info("fleet changed since the last run; incarnations raised", "vms", len(incs))
 	}
@@ -373,6 +385,9 @@ func (e *Engine) Close() error {
 		delete(e.timers, id)
 	}
 	e.mu.Unlock()
+	// A leader resigns, so another replica leads at once.
+	e.cancel()
+	e.loops.Wait()
 	// The LastSeen writes still queued are made before Close returns.
 	close(e.stop)
 	<-e.stopped
@@ -481,7 +496,15 @@ func (e *Engine) Create(ctx context.Context, s Spec) (*forewarn.Event, error) {
 
 // create is Create with a guard that runs under the engine lock just
 // before the event is made, so a check and the create are one step.
-func (e *Engine) create(ctx context.Context, s Spec, guard func() error) (*forewarn.Event, error) {
+func (e *Engine) create(ctx context.Context, s Spec, guard func() error) (ev *forewarn.Event, err error) {
+	err = e.retry(ctx, func() error {
+		ev, err = e.createOnce(ctx, s, guard)
+		return err
+	})
+	return ev, err
+}
+
+func (e *Engine) createOnce(ctx context.Context, s Spec, guard func() error) (*forewarn.Event, error) {
 	if _, err := forewarn.ParseEventType(string(s.Type)); err != nil {
 		return nil, err
 	}
@@ -629,6 +652,10 @@ func (e *Engine) checkNotice(t forewarn.EventType, notice time.Duration, started
 // Errors: ENOTFOUND for an unknown id or one the VM cannot see,
 // EUNAVAILABLE after Close.
 func (e *Engine) Approve(ctx context.Context, by string, ids []string) error {
+	return e.retry(ctx, func() error { return e.approve(ctx, by, ids) })
+}
+
+func (e *Engine) approve(ctx context.Context, by string, ids []string) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
@@ -742,6 +769,10 @@ func (e *Engine) Cancel(ctx context.Context, id string) error {
 }
 
 func (e *Engine) transition(ctx context.Context, id string, from []forewarn.Status, f func(*forewarn.Event, time.Time)) error {
+	return e.retry(ctx, func() error { return e.transitionOnce(ctx, id, from, f) })
+}
+
+func (e *Engine) transitionOnce(ctx context.Context, id string, from []forewarn.Status, f func(*forewarn.Event, time.Time)) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
@@ -783,9 +814,42 @@ func (e *Engine) lookup(id string) (*forewarn.Event, error) {
 // arms the events' timers. e.mu must be held. On error nothing in memory
 // changes.
 func (e *Engine) commit(ctx context.Context, now time.Time, changed []*forewarn.Event, vms map[string]*forewarn.VMRecord) error {
+	return e.commitAs(ctx, now, changed, vms, "")
+}
+
+// commitAs is commit fenced with a leadership's fence: a leader's
+// deadline write that its lost leadership cannot make.
+func (e *Engine) commitAs(ctx context.Context, now time.Time, changed []*forewarn.Event, vms map[string]*forewarn.VMRecord, fence string) error {
 	changed = e.settle(now, changed)
-	// Which VMs' documents change: those that could see the old or can see
-	// the new version of a changed event, when a rendered field differs.
+	touched := e.touchedBy(changed)
+	// DocumentIncarnation is an Azure notion: only Azure VMs count changes.
+	incs := make(map[string]int64, len(touched))
+	for name := range touched {
+		if vm := e.fleet.VM(name); vm != nil && vm.Provider == forewarn.Azure {
+			incs[name] = e.inc[name] + 1
+		}
+	}
+	if _, err := e.write(ctx, &forewarn.Change{Events: changed, Incarnations: incs, VMs: vms, Fence: fence}); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	for _, c := range changed {
+		e.install(c)
+	}
+	for name, n := range incs {
+		e.inc[name] = n
+	}
+	e.publish(touched)
+	for _, c := range changed {
+		e.arm(c, now)
+	}
+	return nil
+}
+
+// touchedBy returns the VMs whose documents the changed events change:
+// those that could see an event's old version or can see its new one,
+// when a rendered field differs. e.mu must be held, and the old versions
+// still installed.
+func (e *Engine) touchedBy(changed []*forewarn.Event) map[string]bool {
 	size := 0
 	for _, c := range changed {
 		size += len(c.Resources)
@@ -808,41 +872,7 @@ func (e *Engine) commit(ctx context.Context, now time.Time, changed []*forewarn.
 			}
 		}
 	}
-	// DocumentIncarnation is an Azure notion: only Azure VMs count changes.
-	incs := make(map[string]int64, len(touched))
-	for name := range touched {
-		if vm := e.fleet.VM(name); vm != nil && vm.Provider == forewarn.Azure {
-			incs[name] = e.inc[name] + 1
-		}
-	}
-	rev, err := e.store.Commit(ctx, &forewarn.Change{Revision: e.rev, Events: changed, Incarnations: incs, VMs: vms})
-	if err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
-	e.rev = rev
-	for _, c := range changed {
-		e.install(c)
-	}
-	for name, n := range incs {
-		e.inc[name] = n
-	}
-	for name := range touched {
-		vm := e.fleet.VM(name)
-		if vm == nil {
-			continue
-		}
-		p := e.views[vm.Name]
-		v := e.buildView(vm)
-		old := p.Swap(v)
-		close(old.changed)
-		for _, fn := range e.subs {
-			fn(v)
-		}
-	}
-	for _, c := range changed {
-		e.arm(c, now)
-	}
-	return nil
+	return touched
 }
 
 // buildView assembles vm's current view from its own events and those
@@ -888,17 +918,7 @@ func (e *Engine) buildView(vm *forewarn.VM) *View {
 // version. e.mu must be held, or the engine not yet shared.
 func (e *Engine) install(ev *forewarn.Event) {
 	if old := e.events[ev.ID]; old != nil {
-		for _, r := range old.Resources {
-			delete(e.byVM[r], ev.ID)
-			for _, g := range e.peers[r] {
-				if len(g) > 1 {
-					delete(e.byGroup[&g[0]], ev.ID)
-				}
-			}
-		}
-		if old.Type == forewarn.Terminate {
-			delete(e.terms[e.scaleSetOf(old)], ev.ID)
-		}
+		e.uninstall(old)
 	}
 	e.events[ev.ID] = ev
 	for _, r := range ev.Resources {
@@ -939,6 +959,25 @@ func (e *Engine) install(ev *forewarn.Event) {
 			e.byWave[ev.Wave] = m
 		}
 		m[ev.ID] = ev
+	}
+}
+
+// uninstall removes old from the indexes, not from the event map. e.mu
+// must be held.
+func (e *Engine) uninstall(old *forewarn.Event) {
+	for _, r := range old.Resources {
+		delete(e.byVM[r], old.ID)
+		for _, g := range e.peers[r] {
+			if len(g) > 1 {
+				delete(e.byGroup[&g[0]], old.ID)
+			}
+		}
+	}
+	if old.Type == forewarn.Terminate {
+		delete(e.terms[e.scaleSetOf(old)], old.ID)
+	}
+	if old.Wave != "" {
+		delete(e.byWave[old.Wave], old.ID)
 	}
 }
 
@@ -1058,25 +1097,31 @@ func (e *Engine) Evict(ctx context.Context, name string) (*forewarn.Event, error
 	})
 }
 
-// arm sets or clears the timer of ev's next deadline. e.mu must be held.
+// arm sets or clears the timer of ev's next deadline; only the leader
+// has timers. e.mu must be held.
 func (e *Engine) arm(ev *forewarn.Event, now time.Time) {
-	if t := e.timers[ev.ID]; t != nil {
-		t.Stop()
-		delete(e.timers, ev.ID)
-	}
+	e.disarm(ev.ID)
 	at, ok := ev.NextDeadline()
-	if !ok || e.closed {
+	if !ok || e.closed || !e.leading {
 		return
 	}
 	id := ev.ID
 	e.timers[id] = time.AfterFunc(at.Sub(now), func() { e.fire(id) })
 }
 
+// disarm stops the timer of the event id. e.mu must be held.
+func (e *Engine) disarm(id string) {
+	if t := e.timers[id]; t != nil {
+		t.Stop()
+		delete(e.timers, id)
+	}
+}
+
 // fire applies the deadline of the event id when its timer goes off.
 func (e *Engine) fire(id string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.closed {
+	if e.closed || !e.leading {
 		return
 	}
 	ev := e.events[id]
@@ -1092,9 +1137,16 @@ func (e *Engine) fire(id string) {
 		e.arm(ev, now)
 		return
 	}
-	if err := e.commit(context.Background(), now, []*forewarn.Event{c}, nil); err != nil {
-		e.log.Error("apply deadline", "event", id, "err", err)
-		e.timers[id] = time.AfterFunc(retryDelay, func() { e.fire(id) })
+	if err := e.commitAs(context.Background(), now, []*forewarn.Event{c}, nil, e.fence); err != nil {
+		delay := retryDelay
+		if _, ok := stale(err); ok {
+			// Another replica wrote first: its commit re-arms the timer
+			// as it is applied; this one is a backstop.
+			delay = staleDelay
+		} else {
+			e.log.Error("apply deadline", "event", id, "err", err)
+		}
+		e.timers[id] = time.AfterFunc(delay, func() { e.fire(id) })
 		return
 	}
 	e.log.Info("event changed", "event", c.ID, "status", e.events[id].Status)

@@ -123,7 +123,15 @@ func (e *Engine) scaleSetInfo(name string, vms int) ScaleSetInfo {
 // file's settings for that scale set until changed again.
 // Errors: ENOTFOUND for an unknown scale set, EINVALID for a timeout
 // outside 5 to 15 minutes or not whole seconds, or an empty change.
-func (e *Engine) SetScaleSet(ctx context.Context, name string, c ScaleSetChange) (ScaleSetInfo, error) {
+func (e *Engine) SetScaleSet(ctx context.Context, name string, c ScaleSetChange) (info ScaleSetInfo, err error) {
+	err = e.retry(ctx, func() error {
+		info, err = e.setScaleSet(ctx, name, c)
+		return err
+	})
+	return info, err
+}
+
+func (e *Engine) setScaleSet(ctx context.Context, name string, c ScaleSetChange) (ScaleSetInfo, error) {
 	if c.TerminateTimeout == nil && c.TerminateNotifications == nil {
 		return ScaleSetInfo{}, forewarn.Errorf(forewarn.EINVALID, "nothing to change: give a Terminate timeout, Terminate notifications, or both")
 	}
@@ -146,11 +154,9 @@ func (e *Engine) SetScaleSet(ctx context.Context, name string, c ScaleSetChange)
 	if c.TerminateNotifications != nil {
 		r.TerminateNotifications = *c.TerminateNotifications
 	}
-	rev, err := e.store.Commit(ctx, &forewarn.Change{Revision: e.rev, ScaleSets: map[string]*forewarn.ScaleSetRecord{name: &r}})
-	if err != nil {
+	if _, err := e.write(ctx, &forewarn.Change{ScaleSets: map[string]*forewarn.ScaleSetRecord{name: &r}}); err != nil {
 		return ScaleSetInfo{}, err
 	}
-	e.rev = rev
 	e.setOverrides[name] = r
 	e.log.Info("scale set changed", "scaleSet", name, "terminateTimeout", r.TerminateTimeout, "terminateNotifications", r.TerminateNotifications)
 	return e.scaleSetInfo(name, len(vms)), nil

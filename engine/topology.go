@@ -45,7 +45,15 @@ func ends(ev *forewarn.Event) bool {
 // Errors: ENOTFOUND for an unknown VM, EINVALID for an Azure VM (a
 // preempted or terminated Azure VM is deleted, not stopped), ECONFLICT
 // for a VM that is not stopped.
-func (e *Engine) StartVM(ctx context.Context, name string) (VMInfo, error) {
+func (e *Engine) StartVM(ctx context.Context, name string) (info VMInfo, err error) {
+	err = e.retry(ctx, func() error {
+		info, err = e.startVM(ctx, name)
+		return err
+	})
+	return info, err
+}
+
+func (e *Engine) startVM(ctx context.Context, name string) (VMInfo, error) {
 	vm := e.fleet.VM(name)
 	switch {
 	case vm == nil:
@@ -323,43 +331,77 @@ func (e *Engine) serviceEnabled(vm *forewarn.VM, now time.Time, cache map[*forew
 }
 
 // persistLoop writes the LastSeen of VMs that NoteRequest hands it, until
-// Close.
+// Close. The VMs queued together are written in one commit, so a fleet's
+// calls after a restart are a few writes, not one per VM.
 func (e *Engine) persistLoop() {
 	defer close(e.stopped)
 	for {
 		select {
 		case <-e.stop:
-			for { // save what is still queued before the engine closes
-				select {
-				case name := <-e.persist:
-					e.saveSeen(name)
-				default:
-					return
-				}
-			}
+			e.saveSeen(e.drain("")) // what is still queued is saved before the engine closes
+			return
 		case name := <-e.persist:
-			e.saveSeen(name)
+			e.saveSeen(e.drain(name))
 		}
 	}
 }
 
-// saveSeen writes the LastSeen of the VM named name unless the stored one
-// is recent. It runs only in persistLoop, which Close waits for, so it
-// may write while the engine closes.
-func (e *Engine) saveSeen(name string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	ns, saved := e.seen[name].Load(), e.saved[name].Load()
-	stale := saved == 0 || time.Duration(ns-saved) >= min(savePeriod, e.disableAfter/2)
-	if ns == 0 || !stale {
+// maxSaveBatch bounds the VMs one LastSeen write carries.
+const maxSaveBatch = 4096
+
+// drain returns first (unless "") and the names queued behind it.
+func (e *Engine) drain(first string) []string {
+	var names []string
+	if first != "" {
+		names = append(names, first)
+	}
+	for len(names) < maxSaveBatch {
+		select {
+		case name := <-e.persist:
+			names = append(names, name)
+		default:
+			return names
+		}
+	}
+	return names
+}
+
+// saveSeen writes the LastSeen of the VMs named unless the stored one is
+// recent. It runs only in persistLoop, which Close waits for, so it may
+// write while the engine closes.
+func (e *Engine) saveSeen(names []string) {
+	if len(names) == 0 {
 		return
 	}
-	rec := map[string]*forewarn.VMRecord{name: {LastSeen: time.Unix(0, ns).UTC(), Peers: e.peerSig[name]}}
-	if err := e.commit(context.Background(), time.Now(), nil, rec); err != nil {
-		e.log.Error("save last request time", "vm", name, "err", err)
+	ctx := context.Background()
+	var saved map[string]int64
+	err := e.retry(ctx, func() error {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		recs := map[string]*forewarn.VMRecord{}
+		saved = map[string]int64{}
+		for _, name := range names {
+			ns, stored := e.seen[name].Load(), e.saved[name].Load()
+			if ns == 0 || stored != 0 && time.Duration(ns-stored) < min(savePeriod, e.disableAfter/2) {
+				continue
+			}
+			recs[name] = &forewarn.VMRecord{LastSeen: time.Unix(0, ns).UTC(), Peers: e.peerSig[name]}
+			saved[name] = ns
+		}
+		if len(recs) == 0 {
+			return nil
+		}
+		return e.commit(ctx, time.Now(), nil, recs)
+	})
+	if err != nil {
+		e.log.Error("save last request time", "vms", len(names), "err", err)
 		return
 	}
-	e.saved[name].Store(ns)
+	for name, ns := range saved {
+		if e.saved[name].Load() < ns {
+			e.saved[name].Store(ns)
+		}
+	}
 }
 
 // WaveSpec describes a platform maintenance wave.
@@ -398,7 +440,15 @@ type WaveDomain struct {
 // previous one has completed.
 // Errors: ENOTFOUND for an unknown scope, EINVALID for a bad type,
 // notice or an ambiguous scope.
-func (e *Engine) StartWave(ctx context.Context, s WaveSpec) (*Wave, error) {
+func (e *Engine) StartWave(ctx context.Context, s WaveSpec) (w *Wave, err error) {
+	err = e.retry(ctx, func() error {
+		w, err = e.startWave(ctx, s)
+		return err
+	})
+	return w, err
+}
+
+func (e *Engine) startWave(ctx context.Context, s WaveSpec) (*Wave, error) {
 	switch s.Type {
 	case forewarn.Freeze, forewarn.Reboot, forewarn.Redeploy:
 	default:
@@ -523,26 +573,40 @@ func (e *Engine) Delete(ctx context.Context, name string) (*forewarn.Event, erro
 	}
 	settings := e.lockedScaleSetSettings(vm.ScaleSet)
 	if vm.Spot || !settings.TerminateNotifications {
-		e.mu.Lock()
-		defer e.mu.Unlock()
-		if err := taken(); err != nil {
-			return nil, err
-		}
-		desc := "Spot VM deleted without a Terminate notice"
-		if !vm.Spot {
-			desc = "Deleted without a Terminate notice: the scale set's Terminate notifications are off"
-		}
-		now := time.Now().Round(0)
-		ev := &forewarn.Event{ID: newID(), Type: forewarn.Terminate, Status: forewarn.Completed, Resources: []string{name},
-			Duration: -1, Source: forewarn.User, Description: desc,
-			Created: now, StartedAt: now, EndedAt: now}
-		if err := e.commit(ctx, now, []*forewarn.Event{ev}, nil); err != nil {
-			return nil, err
-		}
-		return ev.Clone(), nil
+		var ev *forewarn.Event
+		err := e.retry(ctx, func() (err error) {
+			ev, err = e.deleteNow(ctx, vm)
+			return err
+		})
+		return ev, err
 	}
 	return e.create(ctx, Spec{Type: forewarn.Terminate, VMs: []string{name}, Source: forewarn.User,
 		Notice: settings.TerminateTimeout}, taken)
+}
+
+// deleteNow deletes the scale set VM vm at once, without a Terminate
+// notice.
+func (e *Engine) deleteNow(ctx context.Context, vm *forewarn.VM) (*forewarn.Event, error) {
+	name := vm.Name
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if v := e.View(name); v.Deleted || slices.ContainsFunc(v.Events, func(ev *forewarn.Event) bool {
+		return ev.Type == forewarn.Terminate && v.Own(ev)
+	}) {
+		return nil, forewarn.Errorf(forewarn.ECONFLICT, "VM %q is already deleted or being deleted", name)
+	}
+	desc := "Spot VM deleted without a Terminate notice"
+	if !vm.Spot {
+		desc = "Deleted without a Terminate notice: the scale set's Terminate notifications are off"
+	}
+	now := time.Now().Round(0)
+	ev := &forewarn.Event{ID: newID(), Type: forewarn.Terminate, Status: forewarn.Completed, Resources: []string{name},
+		Duration: -1, Source: forewarn.User, Description: desc,
+		Created: now, StartedAt: now, EndedAt: now}
+	if err := e.commit(ctx, now, []*forewarn.Event{ev}, nil); err != nil {
+		return nil, err
+	}
+	return ev.Clone(), nil
 }
 
 // DefaultDegradeNotice is the notice of a predicted hardware failure.

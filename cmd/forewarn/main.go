@@ -32,6 +32,7 @@ commands:
   scaleset     list scale sets; change a scale set's Terminate timeout or notifications
   agent        run the node agent on a VM: watch its events, run handlers, approve
   audit        show the operator actions the server recorded
+  cluster      show the replicas sharing the store, the leader and their lag
   bench        the load harness: polling load, long-poll fan-out, engine scale
 
 Run 'forewarn <command> -h' for a command's flags.
@@ -65,6 +66,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runAgent(ctx, args[1:], stdout, stderr)
 	case "audit":
 		return runAudit(ctx, args[1:], stdout, stderr)
+	case "cluster":
+		return runCluster(ctx, args[1:], stdout, stderr)
 	case "bench":
 		return runBench(ctx, args[1:], stdout, stderr)
 	case "bench-ceiling":

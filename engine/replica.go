@@ -1,0 +1,413 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/forewarn/forewarn"
+)
+
+// An engine is split in two. Every replica applies what is committed to
+// the store, its own writes and those of the other replicas it follows,
+// and serves its views from memory. One replica, the leader, also
+// decides the transitions nobody asks for: it arms the deadline timers,
+// fires them, and applies the deadlines missed while no leader ran. An
+// engine on a store of one server (no forewarn.Cluster) is its own
+// leader from the start, so it runs the same code.
+//
+// Every write is a compare-and-swap on the revision the engine last
+// applied. When another replica wrote first, the write is refused
+// (staleError); the operation waits until the engine has applied the
+// newer commits and runs again from the new state, so it is neither lost
+// nor applied twice.
+
+// Bounds of the retry of a write another replica beat.
+const (
+	maxAttempts = 20
+	// catchUpTimeout bounds the wait for the commits that beat a write.
+	catchUpTimeout = 5 * time.Second
+)
+
+// staleError is a write refused because the store has moved past the
+// revision it was computed against, or, for a leader's write, because
+// the leadership it was fenced with is gone.
+type staleError struct {
+	rev int64 // the revision the write was computed against
+	err error
+}
+
+func (s *staleError) Error() string { return s.err.Error() }
+func (s *staleError) Unwrap() error { return s.err }
+
+func stale(err error) (*staleError, bool) {
+	var s *staleError
+	ok := errors.As(err, &s)
+	return s, ok
+}
+
+// write commits c against the engine's revision and moves the engine to
+// the new one. e.mu must be held.
+func (e *Engine) write(ctx context.Context, c *forewarn.Change) (int64, error) {
+	c.Revision = e.rev
+	rev, err := e.store.Commit(ctx, c)
+	if err != nil {
+		if forewarn.ErrorCode(err) == forewarn.ECONFLICT {
+			return 0, &staleError{rev: c.Revision, err: forewarn.Errorf(forewarn.ECONFLICT,
+				"another replica wrote first and this replica could not catch up: %s; try again", forewarn.ErrorMessage(err))}
+		}
+		return 0, err
+	}
+	e.setRev(rev)
+	return rev, nil
+}
+
+// setRev records that the engine has applied revision rev and wakes the
+// operations waiting for it. e.mu must be held.
+func (e *Engine) setRev(rev int64) {
+	e.rev = rev
+	close(e.advanced)
+	e.advanced = make(chan struct{})
+}
+
+// Revision returns the newest store revision the engine has applied.
+func (e *Engine) Revision() int64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.rev
+}
+
+// Leading reports whether the engine leads: it alone fires deadlines.
+func (e *Engine) Leading() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.leading
+}
+
+// retry runs op, and runs it again, once the engine has caught up, while
+// another replica's commit beats its write.
+func (e *Engine) retry(ctx context.Context, op func() error) error {
+	for attempt := 1; ; attempt++ {
+		err := op()
+		s, ok := stale(err)
+		if !ok || attempt == maxAttempts {
+			return err
+		}
+		if err := e.awaitPast(ctx, s.rev); err != nil {
+			return err
+		}
+	}
+}
+
+// awaitPast waits until the engine has applied a revision after rev.
+func (e *Engine) awaitPast(ctx context.Context, rev int64) error {
+	t := time.NewTimer(catchUpTimeout)
+	defer t.Stop()
+	for {
+		e.mu.Lock()
+		cur, ch, closed := e.rev, e.advanced, e.closed
+		e.mu.Unlock()
+		switch {
+		case closed:
+			return errClosed
+		case cur > rev:
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+			return forewarn.Errorf(forewarn.EUNAVAILABLE,
+				"this replica is behind the store (at revision %d) and did not catch up within %s; try again", cur, catchUpTimeout)
+		}
+	}
+}
+
+// apply installs a commit another replica (or this one) made, and
+// publishes the views it changes. It reports false when the commit does
+// not follow the engine's revision: commits were missed, and the engine
+// must reload.
+func (e *Engine) apply(u *forewarn.Update) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed || u.Revision <= e.rev {
+		return true // closing, or this replica's own write
+	}
+	c := u.Change
+	if c.Revision != e.rev {
+		return false
+	}
+	touched := e.touchedBy(c.Events)
+	for _, id := range c.Deletes {
+		if old := e.events[id]; old != nil {
+			if old.Status.Active() {
+				e.audience(old, touched)
+			}
+			e.uninstall(old)
+			delete(e.events, id)
+			e.disarm(id)
+		}
+	}
+	for _, ev := range c.Events {
+		e.install(ev)
+	}
+	for name, n := range c.Incarnations {
+		if _, ok := e.inc[name]; ok && n > e.inc[name] {
+			e.inc[name] = n
+			touched[name] = true
+		}
+	}
+	for name, r := range c.ScaleSets {
+		e.setOverrides[name] = *r
+	}
+	e.noteRecords(c.VMs)
+	e.setRev(u.Revision)
+	e.publish(touched)
+	now := time.Now()
+	for _, ev := range c.Events {
+		e.arm(ev, now)
+	}
+	return true
+}
+
+// noteRecords takes in the VM records of a commit: when each VM last
+// called, as any replica saw it. e.mu must be held.
+func (e *Engine) noteRecords(vms map[string]*forewarn.VMRecord) {
+	for name, r := range vms {
+		seen := e.seen[name]
+		if seen == nil || r.LastSeen.IsZero() {
+			continue
+		}
+		ns := r.LastSeen.UnixNano()
+		for {
+			cur := seen.Load()
+			if cur >= ns || seen.CompareAndSwap(cur, ns) {
+				break
+			}
+		}
+		if e.saved[name].Load() < ns {
+			e.saved[name].Store(ns)
+		}
+	}
+}
+
+// publish rebuilds the views of the VMs named in touched, replaces them
+// and hands them to the subscribers. e.mu must be held.
+func (e *Engine) publish(touched map[string]bool) {
+	for name := range touched {
+		vm := e.fleet.VM(name)
+		if vm == nil {
+			continue
+		}
+		p := e.views[vm.Name]
+		v := e.buildView(vm)
+		if old := p.Swap(v); old != nil {
+			close(old.changed)
+		}
+		for _, fn := range e.subs {
+			fn(v)
+		}
+	}
+}
+
+// reset replaces everything the engine holds with the state st: at
+// start, and when a replica missed commits. Every view is rebuilt and
+// published; a leader re-arms every timer. e.mu must be held.
+func (e *Engine) reset(st *forewarn.State) {
+	for id, t := range e.timers {
+		t.Stop()
+		delete(e.timers, id)
+	}
+	e.events = make(map[string]*forewarn.Event, len(st.Events))
+	e.byVM = make(map[string]map[string]*forewarn.Event)
+	e.byWave = make(map[string]map[string]*forewarn.Event)
+	e.byGroup = make(map[**forewarn.VM]map[string]*forewarn.Event)
+	e.terms = make(map[string]map[string]*forewarn.Event)
+	clear(e.setOverrides)
+	for name, r := range st.ScaleSets {
+		e.setOverrides[name] = *r
+	}
+	for _, ev := range st.Events {
+		e.install(ev)
+	}
+	touched := make(map[string]bool, len(e.fleet.VMs))
+	for _, vm := range e.fleet.VMs {
+		// Never backwards on this replica, whatever the store says.
+		e.inc[vm.Name] = max(e.inc[vm.Name], st.Incarnations[vm.Name], 1)
+		touched[vm.Name] = true
+	}
+	e.noteRecords(st.VMs)
+	e.setRev(st.Revision)
+	e.publish(touched)
+	now := time.Now()
+	for _, ev := range e.events {
+		e.arm(ev, now)
+	}
+}
+
+// reload loads the whole state again and resets the engine to it.
+func (e *Engine) reload(ctx context.Context) error {
+	st, err := e.store.Load(ctx)
+	if err != nil {
+		return err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return errClosed
+	}
+	if st.Revision < e.rev {
+		return nil // an older snapshot than what the engine holds
+	}
+	e.reset(st)
+	return nil
+}
+
+// followLoop applies every commit the store delivers, reloading when
+// commits were lost, until Close.
+// New starts the first follow, so the store's follower exists once New
+// returns.
+func (e *Engine) followLoop(ch <-chan *forewarn.Update, cancel context.CancelFunc) {
+	defer e.loops.Done()
+	for e.ctx.Err() == nil {
+		if ch == nil {
+			var ctx context.Context
+			ctx, cancel = context.WithCancel(e.ctx)
+			ch = e.store.Follow(ctx, e.Revision())
+		}
+		reload := false
+		for u := range ch {
+			if u.Reload || !e.apply(u) {
+				reload = true
+				break
+			}
+		}
+		cancel()
+		ch = nil
+		if e.ctx.Err() != nil {
+			return
+		}
+		if reload {
+			if err := e.reload(e.ctx); err == nil {
+				e.log.Info("reloaded the store's state", "revision", e.Revision())
+				continue
+			} else {
+				e.log.Warn("reload the store's state", "err", err)
+			}
+		}
+		// The store ended the stream (unreachable, or closing): try again.
+		select {
+		case <-e.ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// campaignLoop campaigns for the lead, leads until the leadership is
+// lost, and campaigns again, until Close.
+func (e *Engine) campaignLoop() {
+	defer e.loops.Done()
+	for e.ctx.Err() == nil {
+		term, err := e.cluster.Campaign(e.ctx, e.replica)
+		if err != nil {
+			if e.ctx.Err() == nil {
+				e.log.Warn("campaign for the lead", "err", err)
+				sleep(e.ctx, time.Second)
+			}
+			continue
+		}
+		if err := e.lead(term); err != nil {
+			e.log.Warn("take the lead", "err", err)
+			e.unlead()
+			resign(term)
+			sleep(e.ctx, time.Second)
+			continue
+		}
+		e.log.Info("leading: this replica fires the deadlines", "replica", e.replica, "revision", e.Revision())
+		select {
+		case <-term.Done():
+			e.unlead()
+			e.log.Warn("lost the lead", "replica", e.replica)
+		case <-e.ctx.Done():
+			e.unlead()
+			resign(term)
+			return
+		}
+	}
+}
+
+func resign(term forewarn.Term) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_ = term.Resign(ctx)
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+// lead takes the lead for term: it catches up with the store, applies
+// the deadlines that passed while no leader ran, and arms every timer.
+func (e *Engine) lead(term forewarn.Term) error {
+	for attempt := 1; ; attempt++ {
+		if err := e.reload(e.ctx); err != nil {
+			return err
+		}
+		e.mu.Lock()
+		err := e.takeLead(e.ctx, term.Fence())
+		e.mu.Unlock()
+		if _, ok := stale(err); !ok || attempt == maxAttempts {
+			return err
+		}
+	}
+}
+
+// unlead gives up the leader's duties: every timer stops.
+func (e *Engine) unlead() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.leading, e.fence = false, ""
+	for id, t := range e.timers {
+		t.Stop()
+		delete(e.timers, id)
+	}
+}
+
+// takeLead makes the engine the leader with the given fence: it applies
+// every deadline that passed while no leader ran and arms the timers of
+// the rest. e.mu must be held.
+func (e *Engine) takeLead(ctx context.Context, fence string) error {
+	e.leading, e.fence = true, fence
+	now := time.Now()
+	var due []*forewarn.Event
+	for _, ev := range e.events {
+		// Whether a VM watched its key before the stop is not known, so
+		// missed warnings are given rather than skipped.
+		if c := advance(ev, now, false, e.gated(ev)); c != nil {
+			due = append(due, c)
+		}
+	}
+	// Scale set Terminates that timed out while stopped are settled too.
+	for _, ev := range e.events {
+		if ev.Status == forewarn.Scheduled && e.gated(ev) && !now.Before(ev.NotBefore) {
+			due = append(due, ev.Clone())
+		}
+	}
+	if len(due) > 0 {
+		if err := e.commitAs(ctx, now, due, nil, e.fence); err != nil {
+			e.leading, e.fence = false, ""
+			return fmt.Errorf("apply missed deadlines: %w", err)
+		}
+		e.log.Info("applied deadlines missed while no leader ran", "events", len(due))
+	}
+	for _, ev := range e.events {
+		e.arm(ev, now)
+	}
+	return nil
+}
