@@ -63,6 +63,15 @@ func Run(t *testing.T, open func(t *testing.T) forewarn.Store) {
 		t.Run("ClosesOnCancel", func(t *testing.T) { testWatchClosesOnCancel(t, newStore(t)) })
 		t.Run("ClosesOnClose", func(t *testing.T) { testWatchClosesOnClose(t, newStore(t)) })
 	})
+	t.Run("Follow", func(t *testing.T) {
+		t.Run("Receives", func(t *testing.T) { testFollowReceives(t, newStore(t)) })
+		t.Run("Replays", func(t *testing.T) { testFollowReplays(t, newStore(t)) })
+		t.Run("FromCurrent", func(t *testing.T) { testFollowFromCurrent(t, newStore(t)) })
+		t.Run("Several", func(t *testing.T) { testFollowSeveral(t, newStore(t)) })
+		t.Run("Unread", func(t *testing.T) { testFollowUnread(t, newStore(t)) })
+		t.Run("ClosesOnCancel", func(t *testing.T) { testFollowClosesOnCancel(t, newStore(t)) })
+		t.Run("ClosesOnClose", func(t *testing.T) { testFollowClosesOnClose(t, newStore(t)) })
+	})
 	t.Run("Closed", func(t *testing.T) { testClosed(t, newStore(t)) })
 	t.Run("ConcurrentCommits", func(t *testing.T) { testConcurrentCommits(t, newStore(t)) })
 }
@@ -549,6 +558,134 @@ func testWatchClosesOnClose(t *testing.T, s forewarn.Store) {
 	waitClosed(t, s.Watch(t.Context()))
 }
 
+// testFollowReceives checks that a follower receives every commit, in
+// order, with exactly what it wrote: events, deletes, incarnations, VM
+// and scale set records, as Load would return them.
+func testFollowReceives(t *testing.T, s forewarn.Store) {
+	f := s.Follow(t.Context(), 0)
+	a, b := fullEvent(1), scheduledEvent(2, time.Now())
+	c1 := &forewarn.Change{
+		Events:       []*forewarn.Event{a, b},
+		Incarnations: map[string]int64{"vm-a": 1, "vm-b": 3},
+		VMs:          map[string]*forewarn.VMRecord{"vm-a": vmRecord(1), "vm-b": {LastSeen: time.Now()}},
+		ScaleSets:    map[string]*forewarn.ScaleSetRecord{"ss": {TerminateTimeout: 7 * time.Minute, TerminateNotifications: true}},
+	}
+	a2 := a.Clone()
+	a2.Status, a2.Description = forewarn.Canceled, "canceled by operator"
+	c2 := &forewarn.Change{
+		Revision:     1,
+		Events:       []*forewarn.Event{a2},
+		Deletes:      []string{b.ID},
+		Incarnations: map[string]int64{"vm-a": 2, "vm-c": 1},
+		VMs:          map[string]*forewarn.VMRecord{"vm-c": {}},
+		ScaleSets:    map[string]*forewarn.ScaleSetRecord{"ss": {}},
+	}
+	c3 := &forewarn.Change{Revision: 2}
+	for i, c := range []*forewarn.Change{c1, c2, c3} {
+		wantRevision(t, commit(t, s, c), int64(i+1))
+	}
+	for i, c := range []*forewarn.Change{c1, c2, c3} {
+		wantUpdate(t, recvUpdate(t, f), int64(i+1), c)
+	}
+}
+
+// testFollowReplays checks that a follower from an older revision gets
+// the commits after it first, then the new ones.
+func testFollowReplays(t *testing.T, s forewarn.Store) {
+	var changes []*forewarn.Change
+	for rev := range int64(3) {
+		c := &forewarn.Change{Revision: rev, Events: []*forewarn.Event{fullEvent(int(rev))},
+			Incarnations: map[string]int64{"vm-a": rev + 1}}
+		commit(t, s, c)
+		changes = append(changes, c)
+	}
+	f1, f0 := s.Follow(t.Context(), 1), s.Follow(t.Context(), 0)
+	c4 := &forewarn.Change{Revision: 3, Deletes: []string{eventID(0)}}
+	wantRevision(t, commit(t, s, c4), 4)
+	changes = append(changes, c4)
+	for rev := int64(2); rev <= 4; rev++ {
+		wantUpdate(t, recvUpdate(t, f1), rev, changes[rev-1])
+	}
+	for rev := int64(1); rev <= 4; rev++ {
+		wantUpdate(t, recvUpdate(t, f0), rev, changes[rev-1])
+	}
+}
+
+// testFollowFromCurrent checks that a follower from the loaded revision
+// gets only the commits after it.
+func testFollowFromCurrent(t *testing.T, s forewarn.Store) {
+	commit(t, s, &forewarn.Change{Events: []*forewarn.Event{fullEvent(1)}})
+	commit(t, s, &forewarn.Change{Revision: 1, Events: []*forewarn.Event{fullEvent(2)}})
+	f := s.Follow(t.Context(), load(t, s).Revision)
+	c := &forewarn.Change{Revision: 2, Events: []*forewarn.Event{fullEvent(3)}}
+	commit(t, s, c)
+	wantUpdate(t, recvUpdate(t, f), 3, c)
+}
+
+func testFollowSeveral(t *testing.T, s forewarn.Store) {
+	ctx, cancel := context.WithCancel(t.Context())
+	f1, f2, f3 := s.Follow(t.Context(), 0), s.Follow(t.Context(), 0), s.Follow(ctx, 0)
+	c1 := &forewarn.Change{Events: []*forewarn.Event{fullEvent(1)}}
+	commit(t, s, c1)
+	for _, f := range []<-chan *forewarn.Update{f1, f2, f3} {
+		wantUpdate(t, recvUpdate(t, f), 1, c1)
+	}
+	cancel()
+	waitUpdatesClosed(t, f3)
+	c2 := &forewarn.Change{Revision: 1, Incarnations: map[string]int64{"vm-a": 1}}
+	commit(t, s, c2)
+	for _, f := range []<-chan *forewarn.Update{f1, f2} {
+		wantUpdate(t, recvUpdate(t, f), 2, c2)
+	}
+}
+
+// testFollowUnread checks that commits do not wait for a follower that
+// does not read, and that it then gets every one of them.
+func testFollowUnread(t *testing.T, s forewarn.Store) {
+	const n = 20
+	f := s.Follow(t.Context(), 0)
+	ctx, cancel := context.WithTimeout(t.Context(), wait)
+	defer cancel()
+	var changes []*forewarn.Change
+	for rev := range int64(n) {
+		c := &forewarn.Change{Revision: rev, Events: []*forewarn.Event{scheduledEvent(int(rev), time.Now())}}
+		if _, err := s.Commit(ctx, c); err != nil {
+			t.Fatalf("Commit(revision %d) with a follower not reading: %v", rev, err)
+		}
+		changes = append(changes, c)
+	}
+	for rev := int64(1); rev <= n; rev++ {
+		wantUpdate(t, recvUpdate(t, f), rev, changes[rev-1])
+	}
+}
+
+func testFollowClosesOnCancel(t *testing.T, s forewarn.Store) {
+	ctx, cancel := context.WithCancel(t.Context())
+	f := s.Follow(ctx, 0)
+	c1 := &forewarn.Change{}
+	commit(t, s, c1)
+	wantUpdate(t, recvUpdate(t, f), 1, c1)
+	cancel()
+	waitUpdatesClosed(t, f)
+	// Commits after the follower left still succeed.
+	wantRevision(t, commit(t, s, &forewarn.Change{Revision: 1}), 2)
+
+	// A follower on a context that has already ended closes too.
+	waitUpdatesClosed(t, s.Follow(ctx, 2))
+}
+
+func testFollowClosesOnClose(t *testing.T, s forewarn.Store) {
+	f := s.Follow(t.Context(), 0)
+	c1 := &forewarn.Change{}
+	commit(t, s, c1)
+	wantUpdate(t, recvUpdate(t, f), 1, c1)
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	waitUpdatesClosed(t, f)
+	waitUpdatesClosed(t, s.Follow(t.Context(), 1))
+}
+
 func testClosed(t *testing.T, s forewarn.Store) {
 	commit(t, s, &forewarn.Change{Events: []*forewarn.Event{fullEvent(1)}})
 	if err := s.Close(); err != nil {
@@ -568,6 +705,20 @@ func testClosed(t *testing.T, s forewarn.Store) {
 func testConcurrentCommits(t *testing.T, s forewarn.Store) {
 	const writers, each = 8, 10
 	ctx := t.Context()
+
+	// A follower sees every commit in order.
+	followed := make(chan []*forewarn.Update, 1)
+	f := s.Follow(ctx, 0)
+	go func() {
+		var got []*forewarn.Update
+		for u := range f {
+			got = append(got, u)
+			if u.Reload || u.Revision >= writers*each {
+				break
+			}
+		}
+		followed <- got
+	}()
 
 	// A watcher sees revisions in increasing order, ending at the last.
 	watched := make(chan []int64, 1)
@@ -665,6 +816,25 @@ func testConcurrentCommits(t *testing.T, s forewarn.Store) {
 		}
 	case <-time.After(wait):
 		t.Errorf("watcher did not see revision %d within %v", total, wait)
+	}
+
+	select {
+	case got := <-followed:
+		if len(got) != total {
+			t.Fatalf("follower got %d updates, want %d", len(got), total)
+		}
+		for i, u := range got {
+			rev := int64(i + 1)
+			if u.Reload || u.Revision != rev || u.Change == nil || u.Change.Revision != rev-1 {
+				t.Fatalf("follower's update %d is %+v, want revision %d", i, *u, rev)
+			}
+			if len(u.Change.Events) != 1 || u.Change.Events[0].ID != revs[rev] || len(u.Change.Incarnations) != 1 {
+				t.Errorf("follower's revision %d wrote %v and incarnations %v, want event %s and one incarnation",
+					rev, u.Change.Events, u.Change.Incarnations, revs[rev])
+			}
+		}
+	case <-time.After(wait):
+		t.Errorf("follower did not see revision %d within %v", total, wait)
 	}
 }
 
@@ -927,6 +1097,99 @@ func recvUntil(t *testing.T, w <-chan int64, rev int64) []int64 {
 		}
 		if got[len(got)-1] == rev {
 			return got
+		}
+	}
+}
+
+// recvUpdate returns the next update from f, failing when f is closed or
+// stays empty.
+func recvUpdate(t *testing.T, f <-chan *forewarn.Update) *forewarn.Update {
+	t.Helper()
+	select {
+	case u, ok := <-f:
+		if !ok {
+			t.Fatal("Follow channel closed, want an update")
+		}
+		if u == nil {
+			t.Fatal("Follow delivered a nil update")
+		}
+		return u
+	case <-time.After(wait):
+		t.Fatalf("no update from Follow within %v", wait)
+	}
+	return nil
+}
+
+// waitUpdatesClosed drains f and fails unless it is closed within wait.
+func waitUpdatesClosed(t *testing.T, f <-chan *forewarn.Update) {
+	t.Helper()
+	timeout := time.After(wait)
+	for {
+		select {
+		case _, ok := <-f:
+			if !ok {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("Follow channel still open after %v", wait)
+		}
+	}
+}
+
+// wantUpdate checks that u is the commit of c that produced revision
+// rev, holding exactly what c wrote, with values as Load returns them.
+// (The suite's changes delete only events the store holds, and never
+// write and delete one event at once.)
+func wantUpdate(t *testing.T, u *forewarn.Update, rev int64, c *forewarn.Change) {
+	t.Helper()
+	if u.Reload || u.Change == nil {
+		t.Fatalf("Follow delivered %+v, want the commit of revision %d", *u, rev)
+	}
+	if u.Revision != rev || u.Change.Revision != rev-1 {
+		t.Fatalf("Follow delivered revision %d against %d, want %d against %d", u.Revision, u.Change.Revision, rev, rev-1)
+	}
+	got := u.Change
+	byID := func(a, b *forewarn.Event) int { return strings.Compare(a.ID, b.ID) }
+	ge, we := slices.Clone(got.Events), slices.Clone(c.Events)
+	if slices.Contains(ge, nil) {
+		t.Fatalf("revision %d: Events holds nil: %v", rev, ge)
+	}
+	slices.SortFunc(ge, byID)
+	slices.SortFunc(we, byID)
+	if len(ge) != len(we) {
+		t.Errorf("revision %d: Events = %v, want %v", rev, ge, we)
+	} else {
+		for i := range ge {
+			if d := eventDiff(we[i], ge[i]); d != "" {
+				t.Errorf("revision %d: event %s differs:\n%s", rev, we[i].ID, d)
+			}
+		}
+	}
+	if gd, wd := slices.Sorted(slices.Values(got.Deletes)), slices.Sorted(slices.Values(c.Deletes)); !slices.Equal(gd, wd) {
+		t.Errorf("revision %d: Deletes = %q, want %q", rev, gd, wd)
+	}
+	if !maps.Equal(got.Incarnations, c.Incarnations) {
+		t.Errorf("revision %d: Incarnations = %v, want %v", rev, got.Incarnations, c.Incarnations)
+	}
+	if len(got.VMs) != len(c.VMs) {
+		t.Errorf("revision %d: VMs = %v, want %v", rev, got.VMs, c.VMs)
+	}
+	for vm, w := range c.VMs {
+		switch g, ok := got.VMs[vm]; {
+		case !ok || g == nil:
+			t.Errorf("revision %d: VMs lacks %s, want %+v", rev, vm, *w)
+		default:
+			if d := vmDiff(w, g); d != "" {
+				t.Errorf("revision %d: VM record %s differs:\n%s", rev, vm, d)
+			}
+		}
+	}
+	if len(got.ScaleSets) != len(c.ScaleSets) {
+		t.Errorf("revision %d: ScaleSets = %v, want %v", rev, got.ScaleSets, c.ScaleSets)
+	}
+	for name, w := range c.ScaleSets {
+		if g := got.ScaleSets[name]; g == nil || *g != *w {
+			t.Errorf("revision %d: scale set %s: %+v, want %+v", rev, name, g, w)
 		}
 	}
 }
