@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,6 +24,7 @@ import (
 	"github.com/forewarn/forewarn/azure"
 	"github.com/forewarn/forewarn/bolt"
 	"github.com/forewarn/forewarn/engine"
+	"github.com/forewarn/forewarn/etcd"
 	"github.com/forewarn/forewarn/fleetfile"
 	"github.com/forewarn/forewarn/gce"
 	"github.com/forewarn/forewarn/internal/connlimit"
@@ -31,6 +33,15 @@ import (
 // ServeConfig configures 'forewarn serve'.
 type ServeConfig struct {
 	MetadataAddr     string
+	// Store is "bolt" (the embedded store in DataDir) or "etcd".
+	Store string
+	// EtcdEndpoints, EtcdPrefix, EtcdTimeout and LeaderTTL configure the
+	// etcd store; ReplicaName names this replica among those sharing it.
+	EtcdEndpoints []string
+	EtcdPrefix    string
+	EtcdTimeout   time.Duration
+	LeaderTTL     time.Duration
+	ReplicaName   string
 	AdminAddr        string
 	DataDir          string
 	FleetFile        string
@@ -67,6 +78,10 @@ type ServeConfig struct {
 func defaultServeConfig() ServeConfig {
 	return ServeConfig{
 		MetadataAddr:    "127.0.0.1:8169",
+		Store:           "bolt",
+		EtcdPrefix:      etcd.DefaultPrefix,
+		EtcdTimeout:     etcd.DefaultRequestTimeout,
+		LeaderTTL:       etcd.DefaultLeaseTTL,
 		AdminAddr:       "127.0.0.1:8170",
 		DataDir:         "forewarn-data",
 		DisableAfter:    24 * time.Hour,
@@ -95,6 +110,32 @@ func (c *ServeConfig) Validate() error {
 	}
 	if c.DisableAfter <= 0 {
 		return fmt.Errorf("--disable-after %s must be positive", c.DisableAfter)
+	}
+	switch c.Store {
+	case "bolt":
+		if len(c.EtcdEndpoints) > 0 {
+			return errors.New("--etcd-endpoints needs --store etcd")
+		}
+	case "etcd":
+		if len(c.EtcdEndpoints) == 0 {
+			return errors.New("--store etcd needs --etcd-endpoints URL[,URL...]")
+		}
+		for _, ep := range c.EtcdEndpoints {
+			if u, err := url.Parse(ep); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				return fmt.Errorf("--etcd-endpoints: %q is not an http:// or https:// URL", ep)
+			}
+		}
+		if !strings.HasPrefix(c.EtcdPrefix, "/") {
+			return fmt.Errorf("--etcd-prefix %q must begin with /", c.EtcdPrefix)
+		}
+		if c.LeaderTTL < time.Second || c.LeaderTTL%time.Second != 0 {
+			return fmt.Errorf("--leader-ttl %s must be a whole number of seconds, at least 1s", c.LeaderTTL)
+		}
+		if c.EtcdTimeout <= 0 {
+			return fmt.Errorf("--etcd-timeout %s must be positive", c.EtcdTimeout)
+		}
+	default:
+		return fmt.Errorf("--store %q: want bolt (embedded, one server) or etcd (several replicas)", c.Store)
 	}
 	if err := checkRateLimit(c.RateLimit); err != nil {
 		return err
@@ -134,7 +175,20 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.StringVar(&cfg.MetadataAddr, "metadata-addr", cfg.MetadataAddr, "listen address of the metadata API that VMs call")
 	fs.StringVar(&cfg.AdminAddr, "admin-addr", cfg.AdminAddr, "listen address of the operator API (off loopback it requires --admin-token-file)")
 	fs.StringVar(&cfg.AdminTokenFile, "admin-token-file", "", "file holding the operator API's bearer token, generated with mode 0600 if missing")
-	fs.StringVar(&cfg.DataDir, "data", cfg.DataDir, "directory of the embedded store, created if missing")
+	fs.StringVar(&cfg.DataDir, "data", cfg.DataDir, "directory of the embedded store and the audit log, created if missing")
+	fs.StringVar(&cfg.Store, "store", cfg.Store, "where state is kept: bolt (embedded, one server) or etcd (several replicas share it)")
+	fs.Func("etcd-endpoints", "etcd client URLs, comma-separated (with --store etcd)", func(v string) error {
+		for ep := range strings.SplitSeq(v, ",") {
+			if ep = strings.TrimSpace(ep); ep != "" {
+				cfg.EtcdEndpoints = append(cfg.EtcdEndpoints, ep)
+			}
+		}
+		return nil
+	})
+	fs.StringVar(&cfg.EtcdPrefix, "etcd-prefix", cfg.EtcdPrefix, "key prefix of the fleet's state in etcd; replicas of one fleet share it")
+	fs.DurationVar(&cfg.EtcdTimeout, "etcd-timeout", cfg.EtcdTimeout, "bound of every etcd call; a write that cannot reach a quorum in it gets 503")
+	fs.DurationVar(&cfg.LeaderTTL, "leader-ttl", cfg.LeaderTTL, "lease of the leader, whole seconds: a dead leader is replaced this long after")
+	fs.StringVar(&cfg.ReplicaName, "replica-name", "", "this replica's name in 'forewarn cluster status' (default: the host name)")
 	fs.StringVar(&cfg.FleetFile, "fleet", "", "fleet file (YAML); without it, one Azure VM named after the host answers every caller")
 	fs.BoolVar(&cfg.AllowShortNotice, "allow-short-notice", false, "accept notices below the per-type minimums (testing and development)")
 	fs.DurationVar(&cfg.DisableAfter, "disable-after", cfg.DisableAfter, "disable a VM's scheduled events after this long without a request")
@@ -185,7 +239,7 @@ func Serve(ctx context.Context, cfg ServeConfig, log *slog.Logger, out io.Writer
 	if err := checkDataDir(cfg.DataDir); err != nil {
 		return err
 	}
-	store, err := bolt.Open(filepath.Join(cfg.DataDir, storeFile))
+	store, cluster, err := openStore(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
@@ -197,7 +251,7 @@ func Serve(ctx context.Context, cfg ServeConfig, log *slog.Logger, out io.Writer
 	defer audit.Close()
 
 	eng, err := engine.New(ctx, engine.Config{Store: store, Fleet: fleet, Logger: log,
-		AllowShortNotice: cfg.AllowShortNotice, DisableAfter: cfg.DisableAfter})
+		AllowShortNotice: cfg.AllowShortNotice, DisableAfter: cfg.DisableAfter, Replica: cfg.ReplicaName})
 	if err != nil {
 		return fmt.Errorf("start engine: %w", err)
 	}
@@ -216,6 +270,10 @@ func Serve(ctx context.Context, cfg ServeConfig, log *slog.Logger, out io.Writer
 	mdCapped, adCapped := connlimit.New(mdLn, mdCaps), connlimit.New(adLn, admCaps)
 	adm := admin.NewServer(eng, log)
 	adm.Token, adm.Audit = token, audit
+	if cluster != nil {
+		adm.Cluster = cluster.Replicas
+		go announce(ctx, cluster, eng, cfg.ReplicaName, adLn.Addr().String(), log)
+	}
 	az := azure.NewServer(eng, log)
 	az.FirstCallDelay = cfg.FirstCallDelay
 	az.SetRateLimit(cfg.RateLimit)
@@ -248,6 +306,61 @@ func Serve(ctx context.Context, cfg ServeConfig, log *slog.Logger, out io.Writer
 		return serveErr
 	}
 	return nil
+}
+
+// openStore opens the store cfg names; cluster is nil for bolt.
+func openStore(ctx context.Context, cfg ServeConfig, log *slog.Logger) (forewarn.Store, forewarn.Cluster, error) {
+	if cfg.Store == "etcd" {
+		// The data directory still holds the replica's audit log.
+		if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+			return nil, nil, fmt.Errorf("data directory: %w", err)
+		}
+		s, err := etcd.Open(ctx, etcd.Options{Endpoints: cfg.EtcdEndpoints, Prefix: cfg.EtcdPrefix,
+			DialTimeout: cfg.EtcdTimeout, RequestTimeout: cfg.EtcdTimeout, LeaseTTL: cfg.LeaderTTL, Logger: log})
+		if err != nil {
+			return nil, nil, errors.New(message(err))
+		}
+		return s, s, nil
+	}
+	s, err := bolt.Open(filepath.Join(cfg.DataDir, storeFile))
+	if err != nil {
+		return nil, nil, err
+	}
+	return s, nil, nil
+}
+
+// announcePeriod is how often a replica reports its revision and
+// leadership to the others.
+const announcePeriod = 500 * time.Millisecond
+
+// announce reports the replica to the cluster every announcePeriod until
+// ctx ends.
+func announce(ctx context.Context, c forewarn.Cluster, eng *engine.Engine, name, addr string, log *slog.Logger) {
+	if name == "" {
+		name, _ = os.Hostname()
+	}
+	started := time.Now().UTC()
+	t := time.NewTicker(announcePeriod)
+	defer t.Stop()
+	failing := false
+	for {
+		r := forewarn.Replica{Name: name, Address: addr, Revision: eng.Revision(), Leader: eng.Leading(),
+			Started: started, Updated: time.Now().UTC()}
+		err := c.Announce(ctx, r)
+		switch {
+		case err != nil && ctx.Err() == nil && !failing:
+			log.Warn("announce this replica", "err", err)
+			failing = true
+		case err == nil && failing:
+			log.Info("announcing this replica again")
+			failing = false
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // metadataHandler routes the metadata listener: Azure paths to the Azure
