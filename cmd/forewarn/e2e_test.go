@@ -387,6 +387,15 @@ func TestServeRefusesBadStart(t *testing.T) {
 		{[]string{"serve", "--fleet", bad + ".missing", "--data", dir}, "read fleet file: open " + bad + ".missing: no such file or directory"},
 		{[]string{"serve", "--data", corrupt, "--metadata-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"}, filepath.Join(corrupt, "forewarn.db")},
 		{[]string{"serve", "--admin-addr", "0.0.0.0:0", "--data", dir}, "--admin-addr 0.0.0.0:0 is not a loopback address"},
+		{[]string{"serve", "--store", "zk", "--data", dir}, `--store "zk": want bolt (embedded, one server) or etcd (several replicas)`},
+		{[]string{"serve", "--store", "etcd", "--data", dir}, "--store etcd needs --etcd-endpoints URL[,URL...]"},
+		{[]string{"serve", "--etcd-endpoints", "http://127.0.0.1:1", "--data", dir}, "--etcd-endpoints needs --store etcd"},
+		{[]string{"serve", "--store", "etcd", "--etcd-endpoints", "127.0.0.1:2379", "--data", dir}, `--etcd-endpoints: "127.0.0.1:2379" is not an http:// or https:// URL`},
+		{[]string{"serve", "--store", "etcd", "--etcd-endpoints", "http://127.0.0.1:1", "--leader-ttl", "1500ms", "--data", dir}, "--leader-ttl 1.5s must be a whole number of seconds, at least 1s"},
+		{[]string{"serve", "--store", "etcd", "--etcd-endpoints", "http://127.0.0.1:1", "--etcd-prefix", "forewarn", "--data", dir}, `--etcd-prefix "forewarn" must begin with /`},
+		// Nothing listens on port 1: the start fails after --etcd-timeout, naming etcd.
+		{[]string{"serve", "--store", "etcd", "--etcd-endpoints", "http://127.0.0.1:1", "--etcd-timeout", "1s", "--data", dir,
+			"--metadata-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"}, "etcd unavailable (no quorum or unreachable): no answer from http://127.0.0.1:1 within 1s"},
 	}
 	for _, c := range cases {
 		cmd := exec.Command(binary, c.args...)
