@@ -41,6 +41,10 @@ type VMRecord struct {
 	// fleet edit changes it between runs, the VM's document may have
 	// changed, so its incarnation goes up.
 	Peers string `json:"peers,omitempty"`
+	// Queried is when the VM last read its maintenance-event key, kept
+	// when it matters: the first read after each of its host maintenance
+	// events ended. A live migration is warned only to a VM that did.
+	Queried time.Time `json:"queried,omitzero"`
 }
 
 // Normalized returns a copy of r as a store returns it: times in UTC
@@ -48,6 +52,7 @@ type VMRecord struct {
 func (r *VMRecord) Normalized() *VMRecord {
 	c := *r
 	c.LastSeen = c.LastSeen.UTC()
+	c.Queried = c.Queried.UTC()
 	return &c
 }
 

@@ -150,6 +150,10 @@ type Engine struct {
 	// queried holds when each VM last read its maintenance-event key,
 	// in Unix nanoseconds; 0 for never since the engine started.
 	queried map[string]*atomic.Int64
+	// savedQ holds the Queried the store holds of each VM (Unix ns), and
+	// ended when its last host maintenance event ended (Unix ns): a read
+	// after that is written, so every replica's leader knows of it.
+	savedQ, ended map[string]*atomic.Int64
 	// seen holds when each VM last called its metadata API (Unix ns), and
 	// saved what the store holds of it.
 	seen, saved  map[string]*atomic.Int64
@@ -223,6 +227,8 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		allowShort:   cfg.AllowShortNotice,
 		views:        make(map[string]*atomic.Pointer[View], len(cfg.Fleet.VMs)),
 		queried:      make(map[string]*atomic.Int64, len(cfg.Fleet.VMs)),
+		savedQ:       make(map[string]*atomic.Int64, len(cfg.Fleet.VMs)),
+		ended:        make(map[string]*atomic.Int64, len(cfg.Fleet.VMs)),
 		seen:         make(map[string]*atomic.Int64, len(cfg.Fleet.VMs)),
 		saved:        make(map[string]*atomic.Int64, len(cfg.Fleet.VMs)),
 		disableAfter: cmp.Or(cfg.DisableAfter, 24*time.Hour),
@@ -265,6 +271,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		}
 		e.views[vm.Name] = new(atomic.Pointer[View])
 		e.queried[vm.Name] = new(atomic.Int64)
+		e.savedQ[vm.Name], e.ended[vm.Name] = new(atomic.Int64), new(atomic.Int64)
 		e.seen[vm.Name], e.saved[vm.Name] = new(atomic.Int64), new(atomic.Int64)
 	}
 
@@ -320,7 +327,7 @@ func (e *Engine) bumpMoved(ctx context.Context, stored map[string]*forewarn.VMRe
 		}
 		rec := &forewarn.VMRecord{Peers: sig}
 		if r != nil {
-			rec.LastSeen = r.LastSeen
+			rec.LastSeen, rec.Queried = r.LastSeen, r.Queried
 			if r.Peers != "" {
 				incs[name] = e.inc[name] + 1
 			}
@@ -921,6 +928,13 @@ func (e *Engine) install(ev *forewarn.Event) {
 		e.uninstall(old)
 	}
 	e.events[ev.ID] = ev
+	if ev.Type.HostMaintenance() && ev.Status == forewarn.Completed {
+		for _, r := range ev.Resources {
+			if a := e.ended[r]; a != nil {
+				raise(a, ev.EndedAt.UnixNano())
+			}
+		}
+	}
 	for _, r := range ev.Resources {
 		m := e.byVM[r]
 		if m == nil {
@@ -1043,8 +1057,19 @@ func scopeGroups(f *forewarn.Fleet) map[string][][]*forewarn.VM {
 // key now. A live migration warns only VMs that read the key since their
 // last maintenance event. It is safe to call on every request.
 func (e *Engine) NoteQuery(name string) {
-	if q := e.queried[name]; q != nil {
-		q.Store(time.Now().UnixNano())
+	q := e.queried[name]
+	if q == nil {
+		return
+	}
+	now := time.Now().UnixNano()
+	q.Store(now)
+	// The first read after a maintenance ended decides the next one's
+	// warning: it is stored, for the leader, whichever replica that is.
+	if saved := e.savedQ[name].Load(); saved == 0 || saved <= e.ended[name].Load() {
+		select {
+		case e.persist <- name:
+		default: // a later read tries again
+		}
 	}
 }
 

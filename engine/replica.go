@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/forewarn/forewarn"
@@ -176,19 +177,28 @@ func (e *Engine) apply(u *forewarn.Update) bool {
 // called, as any replica saw it. e.mu must be held.
 func (e *Engine) noteRecords(vms map[string]*forewarn.VMRecord) {
 	for name, r := range vms {
-		seen := e.seen[name]
-		if seen == nil || r.LastSeen.IsZero() {
+		if e.seen[name] == nil {
 			continue
 		}
-		ns := r.LastSeen.UnixNano()
-		for {
-			cur := seen.Load()
-			if cur >= ns || seen.CompareAndSwap(cur, ns) {
-				break
-			}
+		if !r.LastSeen.IsZero() {
+			ns := r.LastSeen.UnixNano()
+			raise(e.seen[name], ns)
+			raise(e.saved[name], ns)
 		}
-		if e.saved[name].Load() < ns {
-			e.saved[name].Store(ns)
+		if !r.Queried.IsZero() {
+			ns := r.Queried.UnixNano()
+			raise(e.queried[name], ns)
+			raise(e.savedQ[name], ns)
+		}
+	}
+}
+
+// raise sets a to n unless it holds more.
+func raise(a *atomic.Int64, n int64) {
+	for {
+		cur := a.Load()
+		if cur >= n || a.CompareAndSwap(cur, n) {
+			return
 		}
 	}
 }

@@ -133,3 +133,49 @@ func slicesEqual(a, b []forewarn.Status) bool {
 	}
 	return true
 }
+
+// TestReadOnOneReplicaWarnsOnAnother: a VM reads its maintenance-event
+// key on one replica; the leader, another replica that never saw the
+// read, learns of it through the store and gives the live migration its
+// warning. A read before a maintenance ended does not count for the next.
+func TestReadOnOneReplicaWarnsOnAnother(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := mem.New()
+		leader := newGCEEngine(t, store)
+		other := newGCEEngine(t, store)
+		synctest.Wait() // the calls that enabled the VMs are stored
+		other.NoteQuery("mig")
+		synctest.Wait() // the read is stored
+		other.Close()   // one leader left: the other replica was the only reader
+
+		t0 := time.Now()
+		ev, err := leader.Create(t.Context(), engine.Spec{Type: forewarn.MigrateOnHostMaintenance, VMs: []string{"mig"}, Notice: 3 * time.Minute, Lasts: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		step(2 * time.Minute)
+		if got, _ := leader.Event(ev.ID); got.Status != forewarn.Scheduled || !got.WarnedAt.Equal(t0.Add(2*time.Minute)) {
+			t.Fatalf("at NotBefore-60s: %s warned %v; want Scheduled, warned at %v", got.Status, got.WarnedAt, t0.Add(2*time.Minute))
+		}
+		step(2 * time.Minute)
+		if got, _ := leader.Event(ev.ID); got.Status != forewarn.Completed {
+			t.Fatalf("after the migration: %s", got.Status)
+		}
+		// No read since it ended: the next migration skips its warning.
+		ev2, err := leader.Create(t.Context(), engine.Spec{Type: forewarn.MigrateOnHostMaintenance, VMs: []string{"mig"}, Notice: 3 * time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		step(2 * time.Minute)
+		if got, _ := leader.Event(ev2.ID); got.Status != forewarn.Started {
+			t.Fatalf("unwatched migration at NotBefore-60s: %s, want Started", got.Status)
+		}
+		st, err := store.Load(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := st.VMs["mig"]; r == nil || !r.Queried.Equal(t0) {
+			t.Fatalf("stored record of mig: %+v, want Queried %v", r, t0)
+		}
+	})
+}

@@ -374,19 +374,30 @@ func (e *Engine) saveSeen(names []string) {
 		return
 	}
 	ctx := context.Background()
-	var saved map[string]int64
+	var saved, savedQs map[string]int64
 	err := e.retry(ctx, func() error {
 		e.mu.Lock()
 		defer e.mu.Unlock()
 		recs := map[string]*forewarn.VMRecord{}
-		saved = map[string]int64{}
+		saved, savedQs = map[string]int64{}, map[string]int64{}
 		for _, name := range names {
 			ns, stored := e.seen[name].Load(), e.saved[name].Load()
-			if ns == 0 || stored != 0 && time.Duration(ns-stored) < min(savePeriod, e.disableAfter/2) {
+			q, storedQ := e.queried[name].Load(), e.savedQ[name].Load()
+			seenStale := ns != 0 && (stored == 0 || time.Duration(ns-stored) >= min(savePeriod, e.disableAfter/2))
+			queryNew := q > storedQ && (storedQ == 0 || storedQ <= e.ended[name].Load())
+			if !seenStale && !queryNew {
 				continue
 			}
-			recs[name] = &forewarn.VMRecord{LastSeen: time.Unix(0, ns).UTC(), Peers: e.peerSig[name]}
+			rec := &forewarn.VMRecord{Peers: e.peerSig[name]}
+			if ns != 0 {
+				rec.LastSeen = time.Unix(0, ns).UTC()
+			}
+			if q != 0 {
+				rec.Queried = time.Unix(0, q).UTC()
+			}
+			recs[name] = rec
 			saved[name] = ns
+			savedQs[name] = q
 		}
 		if len(recs) == 0 {
 			return nil
@@ -398,9 +409,8 @@ func (e *Engine) saveSeen(names []string) {
 		return
 	}
 	for name, ns := range saved {
-		if e.saved[name].Load() < ns {
-			e.saved[name].Store(ns)
-		}
+		raise(e.saved[name], ns)
+		raise(e.savedQ[name], savedQs[name])
 	}
 }
 

@@ -167,8 +167,8 @@ func testEventFields(t *testing.T) {
 	if n := reflect.TypeFor[forewarn.Approval]().NumField(); n != 2 {
 		t.Errorf("forewarn.Approval has %d fields, the suite compares 2: update eventDiff", n)
 	}
-	if n := reflect.TypeFor[forewarn.VMRecord]().NumField(); n != 2 {
-		t.Errorf("forewarn.VMRecord has %d fields, the suite compares 2: update vmDiff and vmRecord", n)
+	if n := reflect.TypeFor[forewarn.VMRecord]().NumField(); n != 3 {
+		t.Errorf("forewarn.VMRecord has %d fields, the suite compares 3: update vmDiff and vmRecord", n)
 	}
 }
 
@@ -889,7 +889,8 @@ func scheduledEvent(n int, now time.Time) *forewarn.Event {
 // zone other than UTC, with nanoseconds.
 func vmRecord(n int) *forewarn.VMRecord {
 	cet := time.FixedZone("CET", 3600)
-	return &forewarn.VMRecord{LastSeen: time.Date(2026, 3, 1, 10, n, 3, 123456789, cet), Peers: fmt.Sprintf("peers-%d", n)}
+	return &forewarn.VMRecord{LastSeen: time.Date(2026, 3, 1, 10, n, 3, 123456789, cet), Peers: fmt.Sprintf("peers-%d", n),
+		Queried: time.Date(2026, 3, 1, 9, n, 7, 987654321, cet)}
 }
 
 func load(t *testing.T, s forewarn.Store) *forewarn.State {
@@ -1000,6 +1001,9 @@ func vmDiff(want, got *forewarn.VMRecord) string {
 	}
 	if got.Peers != want.Peers {
 		fmt.Fprintf(&b, "\tPeers: got %q, want %q\n", got.Peers, want.Peers)
+	}
+	if !got.Queried.Equal(want.Queried) || got.Queried != got.Queried.Round(0) || got.Queried.Location() != time.UTC {
+		fmt.Fprintf(&b, "\tQueried: got %v, want %v in UTC without a monotonic reading\n", got.Queried, want.Queried)
 	}
 	return b.String()
 }

@@ -32,16 +32,16 @@ import (
 
 // ServeConfig configures 'forewarn serve'.
 type ServeConfig struct {
-	MetadataAddr     string
+	MetadataAddr string
 	// Store is "bolt" (the embedded store in DataDir) or "etcd".
 	Store string
 	// EtcdEndpoints, EtcdPrefix, EtcdTimeout and LeaderTTL configure the
 	// etcd store; ReplicaName names this replica among those sharing it.
-	EtcdEndpoints []string
-	EtcdPrefix    string
-	EtcdTimeout   time.Duration
-	LeaderTTL     time.Duration
-	ReplicaName   string
+	EtcdEndpoints    []string
+	EtcdPrefix       string
+	EtcdTimeout      time.Duration
+	LeaderTTL        time.Duration
+	ReplicaName      string
 	AdminAddr        string
 	DataDir          string
 	FleetFile        string
