@@ -79,6 +79,11 @@ type AuditLog struct {
 	path   string
 	prefix string // of this run's IDs
 
+	// Shared, when set before the log is used, also receives every line,
+	// after the file has it, and is what Entries reads: the log that
+	// replicas sharing a store share. A line it refuses fails the write.
+	Shared SharedLog
+
 	mu     sync.Mutex // guards the fields below and the file's writes
 	f      *os.File
 	size   int64 // of the file
@@ -90,6 +95,18 @@ type AuditLog struct {
 	refused map[string]*refusals
 	flush   *time.Timer
 }
+
+// SharedLog is an audit log kept where every replica reads it (the etcd
+// store).
+type SharedLog interface {
+	// AppendAuditLines appends lines, each one JSON object.
+	AppendAuditLines(ctx context.Context, lines [][]byte) error
+	// AuditLines returns the lines, oldest first.
+	AuditLines(ctx context.Context) ([][]byte, error)
+}
+
+// sharedTimeout bounds a call to the shared log.
+const sharedTimeout = 5 * time.Second
 
 // OpenAuditLog opens (creating with mode 0600) the audit log at path. A
 // last line torn by a crash is ended with a newline, so that it is
@@ -133,13 +150,30 @@ func (l *AuditLog) mend() error {
 // last whole line, or, failing that too, notes that it may be torn.
 func (l *AuditLog) write(lines ...line) error {
 	var buf []byte
+	raw := make([][]byte, 0, len(lines))
 	for _, ln := range lines {
 		b, err := json.Marshal(ln)
 		if err != nil {
 			return err
 		}
+		raw = append(raw, b)
 		buf = append(append(buf, b...), '\n')
 	}
+	if err := l.writeFile(buf); err != nil {
+		return err
+	}
+	if l.Shared != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), sharedTimeout)
+		defer cancel()
+		if err := l.Shared.AppendAuditLines(ctx, raw); err != nil {
+			return fmt.Errorf("write the shared audit log: %w", err)
+		}
+	}
+	return nil
+}
+
+// writeFile appends buf, whole lines, to the file and syncs it.
+func (l *AuditLog) writeFile(buf []byte) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
@@ -240,9 +274,22 @@ func (l *AuditLog) summarize() {
 // outcome are one entry, with the outcome's status; an intent without
 // an outcome has status 0. A line torn by a crash is skipped.
 func (l *AuditLog) Entries() ([]AuditEntry, error) {
-	data, err := os.ReadFile(l.path)
-	if err != nil {
-		return nil, fmt.Errorf("read audit log: %w", err)
+	var data []byte
+	if l.Shared != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), sharedTimeout)
+		defer cancel()
+		lines, err := l.Shared.AuditLines(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("read the shared audit log: %w", err)
+		}
+		for _, ln := range lines {
+			data = append(append(data, ln...), '\n')
+		}
+	} else {
+		var err error
+		if data, err = os.ReadFile(l.path); err != nil {
+			return nil, fmt.Errorf("read audit log: %w", err)
+		}
 	}
 	out := []AuditEntry{}
 	intents := map[string]int{} // ID → index in out

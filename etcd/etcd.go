@@ -159,6 +159,9 @@ type Store struct {
 	revs     watch.Revisions // Watch's watchers
 	etcdRevs revisionMap     // Forewarn revision → etcd revision, for Follow
 
+	audit     auditState // the shared audit log's keys
+	auditOnce sync.Once
+
 	mu       sync.Mutex // guards the fields below
 	closed   bool
 	sessions map[*concurrency.Session]struct{} // live leases: terms and announce

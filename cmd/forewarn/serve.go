@@ -249,6 +249,9 @@ func Serve(ctx context.Context, cfg ServeConfig, log *slog.Logger, out io.Writer
 		return err
 	}
 	defer audit.Close()
+	if shared, ok := store.(admin.SharedLog); ok {
+		audit.Shared = shared // every replica shows the writes all replicas received
+	}
 
 	eng, err := engine.New(ctx, engine.Config{Store: store, Fleet: fleet, Logger: log,
 		AllowShortNotice: cfg.AllowShortNotice, DisableAfter: cfg.DisableAfter, Replica: cfg.ReplicaName})
