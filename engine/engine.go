@@ -387,10 +387,7 @@ func (e *Engine) Close() error {
 		return nil
 	}
 	e.closed = true
-	for id, t := range e.timers {
-		t.Stop()
-		delete(e.timers, id)
-	}
+	e.disarmAll()
 	e.mu.Unlock()
 	// A leader resigns, so another replica leads at once.
 	e.cancel()
@@ -1132,6 +1129,14 @@ func (e *Engine) arm(ev *forewarn.Event, now time.Time) {
 	}
 	id := ev.ID
 	e.timers[id] = time.AfterFunc(at.Sub(now), func() { e.fire(id) })
+}
+
+// disarmAll stops every timer. e.mu must be held.
+func (e *Engine) disarmAll() {
+	for id, t := range e.timers {
+		t.Stop()
+		delete(e.timers, id)
+	}
 }
 
 // disarm stops the timer of the event id. e.mu must be held.

@@ -226,10 +226,7 @@ func (e *Engine) publish(touched map[string]bool) {
 // start, and when a replica missed commits. Every view is rebuilt and
 // published; a leader re-arms every timer. e.mu must be held.
 func (e *Engine) reset(st *forewarn.State) {
-	for id, t := range e.timers {
-		t.Stop()
-		delete(e.timers, id)
-	}
+	e.disarmAll()
 	e.events = make(map[string]*forewarn.Event, len(st.Events))
 	e.byVM = make(map[string]map[string]*forewarn.Event)
 	e.byWave = make(map[string]map[string]*forewarn.Event)
@@ -383,10 +380,7 @@ func (e *Engine) unlead() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.leading, e.fence = false, ""
-	for id, t := range e.timers {
-		t.Stop()
-		delete(e.timers, id)
-	}
+	e.disarmAll()
 }
 
 // takeLead makes the engine the leader with the given fence: it applies
