@@ -481,7 +481,13 @@ func (e *Engine) info(vm *forewarn.VM, now time.Time, cache map[*forewarn.VM]boo
 	case v.Stopped:
 		info.State = "stopped"
 	}
-	if ns := e.seen[vm.Name].Load(); ns != 0 {
+	// Replicas show what they share, the stored time (to within an
+	// hour), so that every replica lists the same.
+	last := e.seen[vm.Name]
+	if e.cluster != nil {
+		last = e.saved[vm.Name]
+	}
+	if ns := last.Load(); ns != 0 {
 		info.LastSeen = time.Unix(0, ns).UTC()
 	}
 	info.Enabled = e.serviceEnabled(vm, now, cache)
