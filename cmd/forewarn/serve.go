@@ -236,8 +236,12 @@ func Serve(ctx context.Context, cfg ServeConfig, log *slog.Logger, out io.Writer
 	if err != nil {
 		return err
 	}
-	if err := checkDataDir(cfg.DataDir); err != nil {
-		return err
+	// The check is the embedded store's: with etcd, the data directory
+	// holds only the audit log, and a replica's state is in etcd.
+	if cfg.Store == "bolt" {
+		if err := checkDataDir(cfg.DataDir); err != nil {
+			return err
+		}
 	}
 	store, cluster, err := openStore(ctx, cfg, log)
 	if err != nil {
