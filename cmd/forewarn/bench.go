@@ -27,6 +27,8 @@ modes:
   fanout   hold one GCE long-poll per VM, flip them all with one event
   engine   create VMs and pending events, measure memory and deadline firing;
            with --wide, one event naming a whole fleet of each given size
+  ha       replicas on an etcd the harness starts, against one bolt server:
+           write latency, GET throughput, propagation to long-polls, failover
 
 Every mode takes --json. Run 'forewarn bench <mode> -h' for its flags.
 `
@@ -105,6 +107,26 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			wcfg.Provider = forewarn.Provider(*provider)
 			return bench.Wide(ctx, wcfg)
 		}
+	case "ha":
+		cfg := bench.HAConfig{Binary: self}
+		fs.IntVar(&cfg.Writes, "writes", 300, "sequential operator creates, then as many approvals, per setup (0: skip)")
+		fs.IntVar(&cfg.Waiters, "waiters", 1000, "GCE VMs, each holding one long-poll, per propagation run (0: skip)")
+		fs.IntVar(&cfg.Kills, "kills", 20, "times the leader is killed with SIGKILL (0: skip)")
+		fs.DurationVar(&cfg.LeaderTTL, "leader-ttl", 2*time.Second, "the replicas' --leader-ttl, whole seconds")
+		fs.IntVar(&cfg.VMs, "vms", 64, "polling VMs of the GET test, one keep-alive connection each")
+		fs.DurationVar(&cfg.Duration, "duration", 10*time.Second, "GET test: measured time per server, split over the rounds (0: skip)")
+		fs.DurationVar(&cfg.Warmup, "warmup", 2*time.Second, "GET test: unmeasured warm-up per server")
+		fs.IntVar(&cfg.Rounds, "rounds", 4, "GET test: alternate Forewarn and the ceiling this many times")
+		fs.DurationVar(&cfg.Settle, "settle", 2*time.Second, "time for the servers to hold every waiter before measuring")
+		fs.StringVar(&cfg.Etcd, "etcd", "", "etcd binary (default: etcd on PATH, else /usr/bin/etcd)")
+		run = func() (any, error) {
+			a, err := netip.ParseAddr(*base)
+			cfg.AddrBase = a
+			if err != nil {
+				return nil, err
+			}
+			return bench.HA(ctx, cfg)
+		}
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, benchUsage)
 		return 0
@@ -163,6 +185,44 @@ func printBench(w io.Writer, rep any) {
 		fmt.Fprintf(tw, "memory\t%d MiB for the VMs and events\n", r.MemoryBytes>>20)
 		fmt.Fprintf(tw, "per fired deadline\t%s at %d pending\t%s at %d pending\tgrowth %.2fx\n",
 			us(r.PerFireSmall), r.Config.SmallPending, us(r.PerFireLarge), r.Config.Events, r.Growth)
+	case *bench.HAReport:
+		ms := func(d time.Duration) string { return fmt.Sprintf("%.1fms", float64(d)/1e6) }
+		if len(r.Writes) > 0 {
+			fmt.Fprintln(tw, "OPERATOR WRITES\tOP\tWRITES\tP50\tP99\tMAX")
+			for _, x := range r.Writes {
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", x.Setup, x.Op, x.Writes, ms(x.Latency.P50), ms(x.Latency.P99), ms(x.Latency.Max))
+			}
+		}
+		if len(r.Get) > 0 {
+			fmt.Fprintln(tw, "\nGET THROUGHPUT (AZURE)\tREQ/S\tCEILING REQ/S\tRATIO\tP50\tP99\tSERVER CPU\tERRORS")
+			for _, x := range r.Get {
+				p := x.Report
+				fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.3f\t%.0fµs\t%.0fµs\t%.2f cores\t%d\n", x.Setup, p.Forewarn.Throughput, p.Ceiling.Throughput, p.Ratio,
+					float64(p.Forewarn.Latency.P50)/1e3, float64(p.Forewarn.Latency.P99)/1e3, p.Forewarn.ServerCPU, p.Forewarn.Errors+p.Ceiling.Errors)
+			}
+		}
+		if len(r.Propagation) > 0 {
+			fmt.Fprintln(tw, "\nPROPAGATION TO LONG-POLLS\tDELIVERED\tCREATE\tFROM ACK P50\tP99\tMAX\tFROM REQUEST P50\tP99\tBEFORE ACK")
+			for _, x := range r.Propagation {
+				fmt.Fprintf(tw, "%s\t%d/%d\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", x.Setup, x.Delivered, x.Waiters, ms(x.CreateRequest),
+					ms(x.FromAck.P50), ms(x.FromAck.P99), ms(x.FromAck.Max), ms(x.FromRequest.P50), ms(x.FromRequest.P99), x.BeforeAck)
+			}
+		}
+		if f := r.Failover; f != nil {
+			fmt.Fprintf(tw, "\nFAILOVER, %d KILLS, LEADER TTL %v\tP50\tP99\tMAX\n", f.Kills, f.LeaderTTL)
+			for _, x := range []struct {
+				what string
+				l    bench.Latency
+			}{
+				{"kill to a survivor reporting itself leader", f.Leader},
+				{"kill to a survivor named leader", f.Elected},
+				{"kill to the due event Started", f.Deadline},
+				{"its NotBefore to Started", f.Late},
+				{"restart to rejoined", f.Rejoin},
+			} {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", x.what, ms(x.l.P50), ms(x.l.P99), ms(x.l.Max))
+			}
+		}
 	case *bench.WideReport:
 		ms := func(d time.Duration) string { return fmt.Sprintf("%.1fms", float64(d)/1e6) }
 		fmt.Fprintf(tw, "one %s event naming every VM (sets of %d)\n", r.Config.Provider, r.Config.SetSize)
