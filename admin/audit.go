@@ -366,6 +366,10 @@ func auditError(err error) error {
 	if noSpace(err) {
 		return forewarn.Errorf(forewarn.ENOSPACE, "no space left on device: the audit log could not record this request, so it was not attempted; free space on the server's disk")
 	}
+	if forewarn.ErrorCode(err) == forewarn.EUNAVAILABLE {
+		// The shared log's store is down (etcd without a quorum): say so.
+		return forewarn.Errorf(forewarn.EUNAVAILABLE, "the audit log could not record this request, so it was not attempted: %s", forewarn.ErrorMessage(err))
+	}
 	return forewarn.Errorf(forewarn.EUNAVAILABLE, "the audit log could not record this request, so it was not attempted; the server log says why")
 }
 

@@ -51,6 +51,9 @@ type Config struct {
 	// Replica names this server among those sharing the store, when the
 	// store is a forewarn.Cluster; "" means the host name.
 	Replica string
+	// WriteWait bounds how long a write waits for the write in flight
+	// before it; 0 means no bound. Set it to the store's own timeout.
+	WriteWait time.Duration
 }
 
 // Validate reports whether c is complete.
@@ -179,6 +182,10 @@ type Engine struct {
 	// server; replica is this server's name in it.
 	cluster forewarn.Cluster
 	replica string
+	// wslot holds the one write in flight to the store (lockWrites);
+	// writeWait bounds the wait for it.
+	wslot     chan struct{}
+	writeWait time.Duration
 	// ctx ends at Close and stops the loops, which loops waits for.
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -241,6 +248,8 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		inc:          make(map[string]int64, len(cfg.Fleet.VMs)),
 		timers:       make(map[string]*time.Timer),
 		replica:      cfg.Replica,
+		wslot:        make(chan struct{}, 1),
+		writeWait:    cfg.WriteWait,
 	}
 	e.cluster, _ = cfg.Store.(forewarn.Cluster)
 	if e.replica == "" {
@@ -337,6 +346,8 @@ func (e *Engine) bumpMoved(ctx context.Context, stored map[string]*forewarn.VMRe
 	if len(recs) == 0 {
 		return nil
 	}
+	// Only New calls it, before the follow loop runs: nothing else
+	// installs the commit.
 	_, err := e.write(ctx, &forewarn.Change{Incarnations: incs, VMs: recs})
 	if _, ok := stale(err); ok {
 		return err
@@ -507,7 +518,7 @@ func (e *Engine) Create(ctx context.Context, s Spec) (*forewarn.Event, error) {
 // create is Create with a guard that runs under the engine lock just
 // before the event is made, so a check and the create are one step.
 func (e *Engine) create(ctx context.Context, s Spec, guard func() error) (ev *forewarn.Event, err error) {
-	err = e.retry(ctx, func() error {
+	err = e.retry(ctx, func(ctx context.Context) error {
 		ev, err = e.createOnce(ctx, s, guard)
 		return err
 	})
@@ -662,7 +673,7 @@ func (e *Engine) checkNotice(t forewarn.EventType, notice time.Duration, started
 // Errors: ENOTFOUND for an unknown id or one the VM cannot see,
 // EUNAVAILABLE after Close.
 func (e *Engine) Approve(ctx context.Context, by string, ids []string) error {
-	return e.retry(ctx, func() error { return e.approve(ctx, by, ids) })
+	return e.retry(ctx, func(ctx context.Context) error { return e.approve(ctx, by, ids) })
 }
 
 func (e *Engine) approve(ctx context.Context, by string, ids []string) error {
@@ -779,7 +790,7 @@ func (e *Engine) Cancel(ctx context.Context, id string) error {
 }
 
 func (e *Engine) transition(ctx context.Context, id string, from []forewarn.Status, f func(*forewarn.Event, time.Time)) error {
-	return e.retry(ctx, func() error { return e.transitionOnce(ctx, id, from, f) })
+	return e.retry(ctx, func(ctx context.Context) error { return e.transitionOnce(ctx, id, from, f) })
 }
 
 func (e *Engine) transitionOnce(ctx context.Context, id string, from []forewarn.Status, f func(*forewarn.Event, time.Time)) error {
@@ -839,8 +850,12 @@ func (e *Engine) commitAs(ctx context.Context, now time.Time, changed []*forewar
 			incs[name] = e.inc[name] + 1
 		}
 	}
-	if _, err := e.write(ctx, &forewarn.Change{Events: changed, Incarnations: incs, VMs: vms, Fence: fence}); err != nil {
+	covered, err := e.write(ctx, &forewarn.Change{Events: changed, Incarnations: incs, VMs: vms, Fence: fence})
+	if err != nil {
 		return fmt.Errorf("commit: %w", err)
+	}
+	if covered {
+		return nil // the follow loop installed it, and armed the timers
 	}
 	for _, c := range changed {
 		e.install(c)
@@ -1155,6 +1170,16 @@ func (e *Engine) disarm(id string) {
 
 // fire applies the deadline of the event id when its timer goes off.
 func (e *Engine) fire(id string) {
+	unlock, err := e.lockWrites(context.Background())
+	if err != nil {
+		e.mu.Lock()
+		if !e.closed && e.leading {
+			e.timers[id] = time.AfterFunc(retryDelay, func() { e.fire(id) })
+		}
+		e.mu.Unlock()
+		return
+	}
+	defer unlock()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed || !e.leading {

@@ -49,19 +49,71 @@ func stale(err error) (*staleError, bool) {
 }
 
 // write commits c against the engine's revision and moves the engine to
-// the new one. e.mu must be held.
-func (e *Engine) write(ctx context.Context, c *forewarn.Change) (int64, error) {
+// the new one. e.mu and the write slot (lockWrites) must be held; e.mu is
+// released while the store commits, so reads and the follow loop go on
+// while a write waits for the store. Only the write slot's holder
+// writes, so the engine's state can change meanwhile only by applying
+// commits that came first (then this one fails) or this one itself.
+// covered reports that the engine's state already holds the commit,
+// applied or reloaded by the follow loop: the caller must not install
+// it again.
+func (e *Engine) write(ctx context.Context, c *forewarn.Change) (covered bool, err error) {
 	c.Revision = e.rev
+	e.mu.Unlock()
 	rev, err := e.store.Commit(ctx, c)
+	e.mu.Lock()
+	if err != nil && ctx.Err() != nil {
+		err = e.timedOut(err)
+	}
 	if err != nil {
 		if forewarn.ErrorCode(err) == forewarn.ECONFLICT {
-			return 0, &staleError{rev: c.Revision, err: forewarn.Errorf(forewarn.ECONFLICT,
+			return false, &staleError{rev: c.Revision, err: forewarn.Errorf(forewarn.ECONFLICT,
 				"another replica wrote first and this replica could not catch up: %s; try again", forewarn.ErrorMessage(err))}
 		}
-		return 0, err
+		return false, err
+	}
+	if e.rev >= rev {
+		return true, nil
 	}
 	e.setRev(rev)
-	return rev, nil
+	return false, nil
+}
+
+// attempt runs op once in the write slot. With a WriteWait, the wait for
+// the slot and op's write together get that long: a write queued behind
+// one to a store that does not answer fails about when that one does.
+func (e *Engine) attempt(ctx context.Context, op func(context.Context) error) error {
+	if e.writeWait > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, e.writeWait)
+		defer cancel()
+	}
+	unlock, err := e.lockWrites(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return op(ctx)
+}
+
+// timedOut turns a write that ran out of its WriteWait into EUNAVAILABLE.
+func (e *Engine) timedOut(err error) error {
+	if e.writeWait > 0 && errors.Is(err, context.DeadlineExceeded) && forewarn.ErrorCode(err) == forewarn.EINTERNAL {
+		return forewarn.Errorf(forewarn.EUNAVAILABLE,
+			"the store did not take this write within %s (etcd unavailable or slow); try again", e.writeWait)
+	}
+	return err
+}
+
+// lockWrites takes the engine's write slot: one write at a time is in
+// flight to the store. It gives up when ctx ends.
+func (e *Engine) lockWrites(ctx context.Context) (unlock func(), err error) {
+	select {
+	case e.wslot <- struct{}{}:
+		return func() { <-e.wslot }, nil
+	case <-ctx.Done():
+		return nil, e.timedOut(ctx.Err())
+	}
 }
 
 // setRev records that the engine has applied revision rev and wakes the
@@ -88,9 +140,9 @@ func (e *Engine) Leading() bool {
 
 // retry runs op, and runs it again, once the engine has caught up, while
 // another replica's commit beats its write.
-func (e *Engine) retry(ctx context.Context, op func() error) error {
+func (e *Engine) retry(ctx context.Context, op func(context.Context) error) error {
 	for attempt := 1; ; attempt++ {
-		err := op()
+		err := e.attempt(ctx, op)
 		s, ok := stale(err)
 		if !ok || attempt == maxAttempts {
 			return err
@@ -366,9 +418,14 @@ func (e *Engine) lead(term forewarn.Term) error {
 		if err := e.reload(e.ctx); err != nil {
 			return err
 		}
+		unlock, err := e.lockWrites(e.ctx)
+		if err != nil {
+			return err
+		}
 		e.mu.Lock()
-		err := e.takeLead(e.ctx, term.Fence())
+		err = e.takeLead(e.ctx, term.Fence())
 		e.mu.Unlock()
+		unlock()
 		if _, ok := stale(err); !ok || attempt == maxAttempts {
 			return err
 		}

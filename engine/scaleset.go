@@ -124,7 +124,7 @@ func (e *Engine) scaleSetInfo(name string, vms int) ScaleSetInfo {
 // Errors: ENOTFOUND for an unknown scale set, EINVALID for a timeout
 // outside 5 to 15 minutes or not whole seconds, or an empty change.
 func (e *Engine) SetScaleSet(ctx context.Context, name string, c ScaleSetChange) (info ScaleSetInfo, err error) {
-	err = e.retry(ctx, func() error {
+	err = e.retry(ctx, func(ctx context.Context) error {
 		info, err = e.setScaleSet(ctx, name, c)
 		return err
 	})
@@ -154,8 +154,12 @@ func (e *Engine) setScaleSet(ctx context.Context, name string, c ScaleSetChange)
 	if c.TerminateNotifications != nil {
 		r.TerminateNotifications = *c.TerminateNotifications
 	}
-	if _, err := e.write(ctx, &forewarn.Change{ScaleSets: map[string]*forewarn.ScaleSetRecord{name: &r}}); err != nil {
+	covered, err := e.write(ctx, &forewarn.Change{ScaleSets: map[string]*forewarn.ScaleSetRecord{name: &r}})
+	if err != nil {
 		return ScaleSetInfo{}, err
+	}
+	if covered {
+		return e.scaleSetInfo(name, len(vms)), nil
 	}
 	e.setOverrides[name] = r
 	e.log.Info("scale set changed", "scaleSet", name, "terminateTimeout", r.TerminateTimeout, "terminateNotifications", r.TerminateNotifications)

@@ -46,7 +46,7 @@ func ends(ev *forewarn.Event) bool {
 // preempted or terminated Azure VM is deleted, not stopped), ECONFLICT
 // for a VM that is not stopped.
 func (e *Engine) StartVM(ctx context.Context, name string) (info VMInfo, err error) {
-	err = e.retry(ctx, func() error {
+	err = e.retry(ctx, func(ctx context.Context) error {
 		info, err = e.startVM(ctx, name)
 		return err
 	})
@@ -375,7 +375,7 @@ func (e *Engine) saveSeen(names []string) {
 	}
 	ctx := context.Background()
 	var saved, savedQs map[string]int64
-	err := e.retry(ctx, func() error {
+	err := e.retry(ctx, func(ctx context.Context) error {
 		e.mu.Lock()
 		defer e.mu.Unlock()
 		recs := map[string]*forewarn.VMRecord{}
@@ -451,7 +451,7 @@ type WaveDomain struct {
 // Errors: ENOTFOUND for an unknown scope, EINVALID for a bad type,
 // notice or an ambiguous scope.
 func (e *Engine) StartWave(ctx context.Context, s WaveSpec) (w *Wave, err error) {
-	err = e.retry(ctx, func() error {
+	err = e.retry(ctx, func(ctx context.Context) error {
 		w, err = e.startWave(ctx, s)
 		return err
 	})
@@ -584,7 +584,7 @@ func (e *Engine) Delete(ctx context.Context, name string) (*forewarn.Event, erro
 	settings := e.lockedScaleSetSettings(vm.ScaleSet)
 	if vm.Spot || !settings.TerminateNotifications {
 		var ev *forewarn.Event
-		err := e.retry(ctx, func() (err error) {
+		err := e.retry(ctx, func(ctx context.Context) (err error) {
 			ev, err = e.deleteNow(ctx, vm)
 			return err
 		})

@@ -544,6 +544,12 @@ func (s *Store) callUntil(ctx context.Context, deadline time.Time, op string, f 
 	cctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	if err := f(cctx); err != nil {
+		if ctx.Err() == nil && cctx.Err() != nil && !s.isClosed() {
+			// The call ran out of time, whatever etcd called the error
+			// (it may report its own deadline as code Unknown).
+			return forewarn.Errorf(forewarn.EUNAVAILABLE, "etcd unavailable (no quorum or unreachable): %s: no answer within %v: %v",
+				op, s.opts.RequestTimeout, err)
+		}
 		return s.classify(ctx, op, err)
 	}
 	return nil
@@ -600,6 +606,11 @@ func unavailable(err error) bool {
 		return ee.Code() == codes.Unavailable || ee.Code() == codes.DeadlineExceeded
 	}
 	st, ok := status.FromError(err)
+	if ok && st.Code() == codes.Unknown && strings.Contains(st.Message(), "context deadline exceeded") {
+		// The server's own copy of the call's deadline ran out just
+		// before the client's: etcd reports that as code Unknown.
+		return true
+	}
 	return ok && (st.Code() == codes.Unavailable || st.Code() == codes.DeadlineExceeded)
 }
 

@@ -258,7 +258,8 @@ func Serve(ctx context.Context, cfg ServeConfig, log *slog.Logger, out io.Writer
 	}
 
 	eng, err := engine.New(ctx, engine.Config{Store: store, Fleet: fleet, Logger: log,
-		AllowShortNotice: cfg.AllowShortNotice, DisableAfter: cfg.DisableAfter, Replica: cfg.ReplicaName})
+		AllowShortNotice: cfg.AllowShortNotice, DisableAfter: cfg.DisableAfter, Replica: cfg.ReplicaName,
+		WriteWait: writeWait(cfg)})
 	if err != nil {
 		return fmt.Errorf("start engine: %w", err)
 	}
@@ -334,6 +335,16 @@ func openStore(ctx context.Context, cfg ServeConfig, log *slog.Logger) (forewarn
 		return nil, nil, err
 	}
 	return s, nil, nil
+}
+
+// writeWait is how long a write waits behind the one in flight: with
+// etcd, about its timeout, so that writes queued behind an etcd without
+// a quorum fail together rather than one --etcd-timeout each in turn.
+func writeWait(cfg ServeConfig) time.Duration {
+	if cfg.Store == "etcd" {
+		return cfg.EtcdTimeout
+	}
+	return 0
 }
 
 // announcePeriod is how often a replica reports its revision and
