@@ -1,26 +1,20 @@
 package bench
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/netip"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/forewarn/forewarn"
+	"github.com/forewarn/forewarn/internal/etcdproc"
 )
 
 // HAConfig configures a run of replicas sharing one fleet through etcd,
@@ -725,37 +719,17 @@ func lists(st *forewarn.ClusterStatus, name, addr string) bool {
 // etcdServer is a single-member etcd the harness started, with its data
 // directory in a temporary directory.
 type etcdServer struct {
-	cmd  *exec.Cmd
-	dir  string
-	url  string
-	done chan struct{}
+	p   *etcdproc.Cluster
+	dir string
+	url string
 }
 
-// etcdBinary returns bin, or etcd on PATH, or Debian's /usr/bin/etcd.
-func etcdBinary(bin string) (string, error) {
-	if bin != "" {
-		return bin, nil
-	}
-	if p, err := exec.LookPath("etcd"); err == nil {
-		return p, nil
-	}
-	const debian = "/usr/bin/etcd"
-	if _, err := os.Stat(debian); err == nil {
-		return debian, nil
-	}
-	return "", errors.New("etcd not found (install Debian's etcd-server)")
-}
-
-// startEtcd starts a single-member etcd on two free loopback ports, tuned
-// as internal/etcdtest tunes its servers (short heartbeats and elections,
-// limits raised so that one event naming a fleet is one transaction), and
-// waits until it is healthy.
+// startEtcd starts a single-member etcd (bin, or the machine's) on two
+// free loopback ports, tuned as etcdproc tunes its servers (short
+// heartbeats and elections, limits raised so that one event naming a
+// fleet is one transaction), and waits until it is healthy.
 func startEtcd(ctx context.Context, bin string) (*etcdServer, error) {
-	bin, err := etcdBinary(bin)
-	if err != nil {
-		return nil, err
-	}
-	ports, err := freePorts(2)
+	bin, err := etcdproc.Binary(bin)
 	if err != nil {
 		return nil, err
 	}
@@ -763,54 +737,22 @@ func startEtcd(ctx context.Context, bin string) (*etcdServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	client := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
-	peer := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
-	log, err := os.Create(filepath.Join(dir, "etcd.log"))
+	p, err := etcdproc.New(bin, dir, 1, nil)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	defer log.Close()
-	cmd := exec.Command(bin,
-		"--name", "bench",
-		"--data-dir", filepath.Join(dir, "data"),
-		"--listen-client-urls", client,
-		"--advertise-client-urls", client,
-		"--listen-peer-urls", peer,
-		"--initial-advertise-peer-urls", peer,
-		"--initial-cluster", "bench="+peer,
-		"--initial-cluster-state", "new",
-		"--initial-cluster-token", filepath.Base(dir),
-		"--heartbeat-interval", "50",
-		"--election-timeout", "500",
-		"--max-txn-ops", "300000",
-		"--max-request-bytes", strconv.Itoa(128<<20),
-		"--logger", "zap",
-		"--log-level", "warn",
-	)
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Start(); err != nil {
+	e := &etcdServer{p: p, dir: dir, url: p.Endpoints()[0]}
+	if err := p.Launch(0); err != nil {
 		os.RemoveAll(dir)
-		return nil, fmt.Errorf("start %s: %w", bin, err)
+		return nil, err
 	}
-	e := &etcdServer{cmd: cmd, dir: dir, url: client, done: make(chan struct{})}
-	go func() { cmd.Wait(); close(e.done) }()
-	deadline := time.Now().Add(30 * time.Second)
-	for !etcdHealthy(ctx, client) {
-		select {
-		case <-e.done:
-			b, _ := os.ReadFile(filepath.Join(dir, "etcd.log"))
-			e.stop()
-			return nil, fmt.Errorf("etcd exited while starting: %s", lastLines(b, 10))
-		case <-ctx.Done():
-			e.stop()
-			return nil, ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			e.stop()
-			return nil, errors.New("etcd not healthy within 30 s")
-		}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := p.WaitHealthy(wctx, 0); err != nil {
+		tail := etcdproc.Tail(p.LogPath(0), 10)
+		e.stop()
+		return nil, fmt.Errorf("%w: %s", err, tail)
 	}
 	return e, nil
 }
@@ -818,55 +760,6 @@ func startEtcd(ctx context.Context, bin string) (*etcdServer, error) {
 // stop stops etcd with SIGTERM, killing it after 10 s, and removes its
 // directory.
 func (e *etcdServer) stop() {
-	e.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-e.done:
-	case <-time.After(10 * time.Second):
-		e.cmd.Process.Kill()
-		<-e.done
-	}
+	e.p.StopAll()
 	os.RemoveAll(e.dir)
-}
-
-// etcdHealthy reports whether the etcd at url answers its health check
-// with health "true".
-func etcdHealthy(ctx context.Context, url string) bool {
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, "GET", url+"/health", nil)
-	if err != nil {
-		return false
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return false
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 1024))
-	return err == nil && resp.StatusCode == http.StatusOK && bytes.Contains(b, []byte(`"health":"true"`))
-}
-
-// freePorts returns n distinct loopback ports that were free a moment
-// ago.
-func freePorts(n int) ([]int, error) {
-	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("find a free port: %w", err)
-		}
-		defer l.Close()
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
-}
-
-// lastLines returns the last n lines of b.
-func lastLines(b []byte, n int) string {
-	var lines []string
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		lines = append(lines, sc.Text())
-	}
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }

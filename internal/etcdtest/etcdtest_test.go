@@ -4,6 +4,8 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"github.com/forewarn/forewarn/internal/etcdproc"
 )
 
 func TestStart(t *testing.T) {
@@ -12,15 +14,15 @@ func TestStart(t *testing.T) {
 	if len(eps) != 1 || !strings.HasPrefix(eps[0], "http://127.0.0.1:") {
 		t.Fatalf("Endpoints() = %q, want one loopback URL", eps)
 	}
-	if !healthy(t.Context(), eps[0]) {
+	if !etcdproc.Healthy(t.Context(), eps[0]) {
 		t.Fatal("a started server is not healthy")
 	}
 	s.Stop()
-	if healthy(t.Context(), eps[0]) {
+	if etcdproc.Healthy(t.Context(), eps[0]) {
 		t.Fatal("a stopped server answers")
 	}
 	s.Restart()
-	if !healthy(t.Context(), eps[0]) {
+	if !etcdproc.Healthy(t.Context(), eps[0]) {
 		t.Fatal("a restarted server is not healthy")
 	}
 }
@@ -37,7 +39,7 @@ func TestCluster(t *testing.T) {
 	want := func(up ...bool) {
 		t.Helper()
 		for i, ep := range eps {
-			if got := healthy(context.Background(), ep); got != up[i] {
+			if got := etcdproc.Healthy(context.Background(), ep); got != up[i] {
 				t.Errorf("member %d healthy = %v, want %v", i, got, up[i])
 			}
 		}
