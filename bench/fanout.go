@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/netip"
 	"strings"
 	"sync"
@@ -83,26 +84,10 @@ func Fanout(ctx context.Context, cfg FanoutConfig) (*FanoutReport, error) {
 	if rep.RSSIdle, err = srv.rss(); err != nil {
 		return nil, err
 	}
-	wait := []byte("GET /computeMetadata/v1/instance/maintenance-event?wait_for_change=true&last_etag=" + etag +
-		" HTTP/1.1\r\nHost: metadata.google.internal\r\nMetadata-Flavor: Google\r\n\r\n")
-	type answer struct {
-		at    time.Time
-		value string
-		err   error
-	}
-	answers := make(chan answer, len(conns))
 	var wg sync.WaitGroup
-	for _, c := range conns {
-		if _, err := c.c.Write(wait); err != nil {
-			return nil, err
-		}
-		wg.Go(func() {
-			status, _, body, err := readResponse(c.r, "ETag")
-			if err == nil && status != 200 {
-				err = fmt.Errorf("status %d", status)
-			}
-			answers <- answer{time.Now(), string(body), err}
-		})
+	answers, err := holdLongPolls(conns, func(int) string { return etag }, &wg)
+	if err != nil {
+		return nil, err
 	}
 	time.Sleep(cfg.Settle)
 	if rep.RSSHeld, err = srv.rss(); err != nil {
@@ -121,9 +106,57 @@ func Fanout(ctx context.Context, cfg FanoutConfig) (*FanoutReport, error) {
 		return nil, err
 	}
 	rep.FlipRequest = time.Since(flip)
-	delays := make([]time.Duration, 0, len(conns))
+	woke, err := awaitMigrations(ctx, answers, len(conns))
+	if err != nil {
+		return nil, err
+	}
+	delays := make([]time.Duration, len(woke))
+	for i, at := range woke {
+		delays[i] = at.Sub(flip)
+	}
+	wg.Wait()
+	cpu1, _ := srv.cpu()
+	rep.ServerCPU = cpu1 - cpu0
+	rep.Delivered = len(delays)
+	rep.Delay = summarize(delays)
+	return rep, nil
+}
+
+// wake is one held long-poll's answer.
+type wake struct {
+	at    time.Time
+	value string
+	err   error
+}
+
+// holdLongPolls sends each connection a wait_for_change long-poll of its
+// maintenance-event key with last_etag etag(i), and returns the channel
+// its answer will arrive on; wg counts the goroutines reading them.
+func holdLongPolls(conns []*conn, etag func(i int) string, wg *sync.WaitGroup) (<-chan wake, error) {
+	answers := make(chan wake, len(conns))
+	for i, c := range conns {
+		wait := "GET /computeMetadata/v1/instance/maintenance-event?wait_for_change=true&last_etag=" + etag(i) +
+			" HTTP/1.1\r\nHost: metadata.google.internal\r\nMetadata-Flavor: Google\r\n\r\n"
+		if _, err := c.c.Write([]byte(wait)); err != nil {
+			return nil, err
+		}
+		wg.Go(func() {
+			status, _, body, err := readResponse(c.r, "ETag")
+			if err == nil && status != http.StatusOK {
+				err = fmt.Errorf("status %d", status)
+			}
+			answers <- wake{time.Now(), string(body), err}
+		})
+	}
+	return answers, nil
+}
+
+// awaitMigrations waits, for at most 60 s, for n answers that each read
+// the live migration, and returns when each came.
+func awaitMigrations(ctx context.Context, answers <-chan wake, n int) ([]time.Time, error) {
+	woke := make([]time.Time, 0, n)
 	timeout := time.After(60 * time.Second)
-	for range conns {
+	for range n {
 		select {
 		case a := <-answers:
 			if a.err != nil {
@@ -132,15 +165,12 @@ func Fanout(ctx context.Context, cfg FanoutConfig) (*FanoutReport, error) {
 			if !strings.HasPrefix(a.value, "MIGRATE_ON_HOST_MAINTENANCE") {
 				return nil, fmt.Errorf("waiter got %q", a.value)
 			}
-			delays = append(delays, a.at.Sub(flip))
+			woke = append(woke, a.at)
 		case <-timeout:
-			return nil, fmt.Errorf("%d of %d waiters answered in 60 s", len(delays), len(conns))
+			return nil, fmt.Errorf("%d of %d waiters answered in 60 s", len(woke), n)
+		case <-ctx.Done():
+			return nil, ctx.Err()
 		}
 	}
-	wg.Wait()
-	cpu1, _ := srv.cpu()
-	rep.ServerCPU = cpu1 - cpu0
-	rep.Delivered = len(delays)
-	rep.Delay = summarize(delays)
-	return rep, nil
+	return woke, nil
 }

@@ -492,27 +492,11 @@ func propagation(ctx context.Context, cfg HAConfig, fl *haFleet, writer *child, 
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	type answer struct {
-		at    time.Time
-		value string
-		err   error
-	}
-	answers := make(chan answer, len(conns))
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	for i, c := range conns {
-		wait := "GET /computeMetadata/v1/instance/maintenance-event?wait_for_change=true&last_etag=" + etags[i] +
-			" HTTP/1.1\r\nHost: metadata.google.internal\r\nMetadata-Flavor: Google\r\n\r\n"
-		if _, err := c.c.Write([]byte(wait)); err != nil {
-			return nil, err
-		}
-		wg.Go(func() {
-			status, _, body, err := readResponse(c.r, "ETag")
-			if err == nil && status != http.StatusOK {
-				err = fmt.Errorf("status %d", status)
-			}
-			answers <- answer{time.Now(), string(body), err}
-		})
+	answers, err := holdLongPolls(conns, func(i int) string { return etags[i] }, &wg)
+	if err != nil {
+		return nil, err
 	}
 	time.Sleep(cfg.Settle)
 
@@ -525,26 +509,16 @@ func propagation(ctx context.Context, cfg HAConfig, fl *haFleet, writer *child, 
 	}
 	ack := time.Now()
 	run := &PropagationRun{Setup: setup, Waiters: len(conns), CreateRequest: ack.Sub(sent)}
-	fromAck := make([]time.Duration, 0, len(conns))
-	fromReq := make([]time.Duration, 0, len(conns))
-	timeout := time.After(60 * time.Second)
-	for range conns {
-		select {
-		case a := <-answers:
-			if a.err != nil {
-				return nil, fmt.Errorf("waiter: %w", a.err)
-			}
-			if !strings.HasPrefix(a.value, "MIGRATE_ON_HOST_MAINTENANCE") {
-				return nil, fmt.Errorf("waiter got %q", a.value)
-			}
-			fromAck, fromReq = append(fromAck, a.at.Sub(ack)), append(fromReq, a.at.Sub(sent))
-			if a.at.Before(ack) {
-				run.BeforeAck++
-			}
-		case <-timeout:
-			return nil, fmt.Errorf("%d of %d waiters answered in 60 s", len(fromAck), len(conns))
-		case <-ctx.Done():
-			return nil, ctx.Err()
+	woke, err := awaitMigrations(ctx, answers, len(conns))
+	if err != nil {
+		return nil, err
+	}
+	fromAck := make([]time.Duration, 0, len(woke))
+	fromReq := make([]time.Duration, 0, len(woke))
+	for _, at := range woke {
+		fromAck, fromReq = append(fromAck, at.Sub(ack)), append(fromReq, at.Sub(sent))
+		if at.Before(ack) {
+			run.BeforeAck++
 		}
 	}
 	run.Delivered = len(fromAck)
