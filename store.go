@@ -103,10 +103,6 @@ type Store interface {
 	Load(ctx context.Context) (*State, error)
 	// Commit applies c atomically and returns the new revision.
 	Commit(ctx context.Context, c *Change) (int64, error)
-	// Watch returns a channel that receives the newest revision after
-	// every commit, coalescing bursts; it is closed when ctx ends or the
-	// store closes.
-	Watch(ctx context.Context) <-chan int64
 	// Follow returns a channel that receives every commit after revision
 	// since, in revision order, one Update per commit, including those of
 	// other servers sharing the store. When the store can no longer

@@ -66,8 +66,7 @@ type Store struct {
 
 	mu     sync.Mutex // guards the fields below
 	closed bool
-	revs   watch.Revisions // the watchers
-	log    watch.Log       // the followers
+	log    watch.Log // the followers
 }
 
 // Open opens the store at path, creating the file (mode 0600) and its
@@ -429,15 +428,8 @@ func (s *Store) Commit(ctx context.Context, c *forewarn.Change) (int64, error) {
 
 	u.Revision = rev - 1
 	s.log.Append(&forewarn.Update{Revision: rev, Change: u})
-	s.revs.Publish(rev)
 	return rev, nil
 }
-
-// Watch returns a channel that receives the newest revision after every
-// commit. The revision is in the channel by the time Commit returns; a
-// slow reader finds only the latest one. The channel is closed when ctx
-// ends or the store closes.
-func (s *Store) Watch(ctx context.Context) <-chan int64 { return s.revs.Watch(ctx) }
 
 // Follow returns a channel of every commit after revision since, kept in
 // memory since the store opened; a follower that needs an older or a
@@ -456,7 +448,6 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
-	s.revs.Close()
 	s.log.Close()
 	s.mu.Unlock()
 

@@ -1,7 +1,6 @@
 package bolt
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -251,21 +250,6 @@ func TestOpenNoWrite(t *testing.T) {
 	open(t, path).Close()
 	if after := txid(); after != before {
 		t.Errorf("Open of a current file moved the transaction ID from %d to %d", before, after)
-	}
-}
-
-func TestWatchRemoved(t *testing.T) {
-	s := open(t, filepath.Join(t.TempDir(), "forewarn.db"))
-	defer s.Close()
-	ctx, cancel := context.WithCancel(t.Context())
-	w := s.Watch(ctx)
-	s.Watch(t.Context())
-	cancel()
-	for range w {
-	}
-	n := s.revs.Len()
-	if n != 1 {
-		t.Errorf("%d watchers registered after one of two canceled, want 1", n)
 	}
 }
 

@@ -55,7 +55,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/forewarn/forewarn"
-	"github.com/forewarn/forewarn/internal/watch"
 )
 
 var (
@@ -156,8 +155,7 @@ type Store struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // watch and follow goroutines
 
-	revs     watch.Revisions // Watch's watchers
-	etcdRevs revisionMap     // Forewarn revision → etcd revision, for Follow
+	etcdRevs revisionMap // Forewarn revision → etcd revision, for Follow
 
 	audit     auditState // the shared audit log's keys
 	auditOnce sync.Once
@@ -223,7 +221,6 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		return nil, err
 	}
 	s.etcdRevs.add(rev, resp.Header.Revision)
-	s.wg.Go(func() { s.watchRevisions(resp.Header.Revision + 1) })
 	return s, nil
 }
 
@@ -354,7 +351,6 @@ func (s *Store) Commit(ctx context.Context, c *forewarn.Change) (int64, error) {
 		return 0, s.conflict(c.Revision, fence, resp)
 	}
 	s.etcdRevs.add(rev, resp.Header.Revision)
-	s.revs.Publish(rev)
 	return rev, nil
 }
 
@@ -483,13 +479,6 @@ func (s *Store) checkIncarnations(ctx context.Context, deadline time.Time, c *fo
 	return nil
 }
 
-// Watch returns a channel that receives the newest revision after every
-// commit, this store's and other processes'. A commit of this store is in
-// the channel by the time Commit returns; a slow reader finds only the
-// latest revision. The channel is closed when ctx ends or the store
-// closes.
-func (s *Store) Watch(ctx context.Context) <-chan int64 { return s.revs.Watch(ctx) }
-
 // Close ends the store's leases, so that its leadership and
 // announcements go at once, stops its watches and followers, and closes
 // the client. Later calls return EUNAVAILABLE; calling Close again
@@ -512,7 +501,6 @@ func (s *Store) Close() error {
 	}
 	wg.Wait()
 	s.cancel()
-	s.revs.Close()
 	err := s.cli.Close()
 	s.wg.Wait()
 	if err != nil && !errors.Is(err, context.Canceled) {

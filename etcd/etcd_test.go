@@ -67,27 +67,22 @@ func TestEtcd(t *testing.T) {
 }
 
 // testTwoStores checks that two stores on one prefix see each other's
-// commits, through Load, Follow and Watch, and conflict as one store.
+// commits, through Load and Follow, and conflict as one store.
 func testTwoStores(t *testing.T, eps []string) {
 	a := open(t, eps, "")
 	b := open(t, eps, a.Prefix())
 	ctx := t.Context()
 	fa, fb := a.Follow(ctx, 0), b.Follow(ctx, 0)
-	wa, wb := a.Watch(ctx), b.Watch(ctx)
 
 	c1 := &forewarn.Change{Events: []*forewarn.Event{event(1)}, Incarnations: map[string]int64{"vm-a": 1}}
 	commit(t, a, c1, 1)
 	wantUpdate(t, recv(t, fb), 1, c1)
 	wantUpdate(t, recv(t, fa), 1, c1)
-	wantWatch(t, wb, 1)
-	wantWatch(t, wa, 1)
 
 	c2 := &forewarn.Change{Revision: 1, Deletes: []string{event(1).ID}, Incarnations: map[string]int64{"vm-a": 2}}
 	commit(t, b, c2, 2)
 	wantUpdate(t, recv(t, fa), 2, c2)
 	wantUpdate(t, recv(t, fb), 2, c2)
-	wantWatch(t, wa, 2)
-	wantWatch(t, wb, 2)
 
 	st, err := a.Load(ctx)
 	if err != nil {
@@ -113,15 +108,14 @@ func testTwoStores(t *testing.T, eps []string) {
 }
 
 // testCompaction checks that a follower needing compacted revisions is
-// told to reload, and that followers and watchers already caught up
-// carry on.
+// told to reload, and that followers already caught up carry on.
 func testCompaction(t *testing.T, eps []string) {
 	s := open(t, eps, "")
 	ctx := t.Context()
 	for rev := range int64(3) {
 		commit(t, s, &forewarn.Change{Revision: rev, Incarnations: map[string]int64{"vm-a": rev + 1}}, rev+1)
 	}
-	live, w := s.Follow(ctx, 3), s.Watch(ctx)
+	live := s.Follow(ctx, 3)
 
 	cli := s.Client()
 	resp, err := cli.Get(ctx, s.Prefix()+"rev")
@@ -141,7 +135,6 @@ func testCompaction(t *testing.T, eps []string) {
 	c4 := &forewarn.Change{Revision: 3, Incarnations: map[string]int64{"vm-a": 4}}
 	commit(t, s, c4, 4)
 	wantUpdate(t, recv(t, live), 4, c4)
-	wantWatch(t, w, 4)
 	// Following from the current revision needs nothing compacted.
 	f = s.Follow(ctx, 4)
 	c5 := &forewarn.Change{Revision: 4}
@@ -688,26 +681,6 @@ func wantUpdate(t *testing.T, u *forewarn.Update, rev int64, c *forewarn.Change)
 		if g.Events[i].ID != e.ID || len(g.Events[i].Resources) != len(e.Resources) {
 			t.Fatalf("revision %d: event %d is %s naming %d VMs, want %s naming %d", rev, i,
 				g.Events[i].ID, len(g.Events[i].Resources), e.ID, len(e.Resources))
-		}
-	}
-}
-
-func wantWatch(t *testing.T, w <-chan int64, rev int64) {
-	t.Helper()
-	timeout := time.After(wait)
-	for {
-		select {
-		case got, ok := <-w:
-			switch {
-			case !ok:
-				t.Fatalf("Watch closed, want revision %d", rev)
-			case got == rev:
-				return
-			case got > rev:
-				t.Fatalf("Watch got revision %d, want %d", got, rev)
-			}
-		case <-timeout:
-			t.Fatalf("Watch did not get revision %d within %v", rev, wait)
 		}
 	}
 }

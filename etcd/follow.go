@@ -77,42 +77,6 @@ func (r *revisionMap) get(rev int64) (int64, bool) {
 	return n, ok
 }
 
-// watchRevisions watches the rev key from etcd revision from, for Watch
-// and for the revision map, until the store closes.
-func (s *Store) watchRevisions(from int64) {
-	ctx := clientv3.WithRequireLeader(s.ctx)
-	for s.ctx.Err() == nil {
-		for wr := range s.cli.Watch(ctx, s.revKey, clientv3.WithRev(from)) {
-			if wr.CompactRevision != 0 {
-				// Only the newest revision matters here: go on from the
-				// oldest etcd still has.
-				from = wr.CompactRevision
-				break
-			}
-			if err := wr.Err(); err != nil {
-				s.log.Warn("etcd revision watch ended; watching again", slog.Any(logErr, err))
-				break
-			}
-			for _, ev := range wr.Events {
-				if ev.Type != mvccpb.PUT {
-					continue
-				}
-				rev, err := parseInt(ev.Kv.Value)
-				if err != nil {
-					s.log.Error("etcd store revision is not a number", slog.Any(logErr, err))
-					continue
-				}
-				s.etcdRevs.add(rev, ev.Kv.ModRevision)
-				s.revs.Publish(rev)
-				from = ev.Kv.ModRevision + 1
-			}
-		}
-		if !sleep(s.ctx, retryDelay) {
-			return
-		}
-	}
-}
-
 // Follow returns a channel that receives every commit after revision
 // since, this store's and other processes', one Update per commit in
 // revision order, as forewarn.Store describes. It is an etcd watch of the

@@ -28,8 +28,7 @@ type Store struct {
 	inc    map[string]int64
 	vms    map[string]*forewarn.VMRecord
 	sets   map[string]forewarn.ScaleSetRecord
-	revs   watch.Revisions // the watchers
-	log    watch.Log       // the followers
+	log    watch.Log // the followers
 }
 
 // New returns an empty Store at revision 0.
@@ -130,15 +129,8 @@ func (s *Store) Commit(ctx context.Context, c *forewarn.Change) (int64, error) {
 	}
 	s.rev++
 	s.log.Append(&forewarn.Update{Revision: s.rev, Change: u})
-	s.revs.Publish(s.rev)
 	return s.rev, nil
 }
-
-// Watch returns a channel that receives the newest revision after every
-// commit. The revision is in the channel by the time Commit returns; a
-// slow reader finds only the latest one. The channel is closed when ctx
-// ends or the store closes.
-func (s *Store) Watch(ctx context.Context) <-chan int64 { return s.revs.Watch(ctx) }
 
 // Follow returns a channel of every commit after revision since; a
 // follower too far behind is told to reload.
@@ -156,7 +148,6 @@ func (s *Store) Close() error {
 	}
 	s.closed = true
 	s.events, s.inc, s.vms, s.sets = nil, nil, nil, nil
-	s.revs.Close()
 	s.log.Close()
 	return nil
 }

@@ -56,13 +56,6 @@ func Run(t *testing.T, open func(t *testing.T) forewarn.Store) {
 		t.Run("CommitCopies", func(t *testing.T) { testVMsCommitCopies(t, newStore(t)) })
 	})
 	t.Run("ScaleSets", func(t *testing.T) { testScaleSets(t, newStore(t)) })
-	t.Run("Watch", func(t *testing.T) {
-		t.Run("Receives", func(t *testing.T) { testWatchReceives(t, newStore(t)) })
-		t.Run("Coalesces", func(t *testing.T) { testWatchCoalesces(t, newStore(t)) })
-		t.Run("Several", func(t *testing.T) { testWatchSeveral(t, newStore(t)) })
-		t.Run("ClosesOnCancel", func(t *testing.T) { testWatchClosesOnCancel(t, newStore(t)) })
-		t.Run("ClosesOnClose", func(t *testing.T) { testWatchClosesOnClose(t, newStore(t)) })
-	})
 	t.Run("Follow", func(t *testing.T) {
 		t.Run("Receives", func(t *testing.T) { testFollowReceives(t, newStore(t)) })
 		t.Run("Replays", func(t *testing.T) { testFollowReplays(t, newStore(t)) })
@@ -121,11 +114,10 @@ func RunDurable(t *testing.T, open func(t *testing.T, dir string) forewarn.Store
 		wantCode(t, err, forewarn.ECONFLICT)
 		_, err = s.Commit(ctx, &forewarn.Change{Revision: 2, Incarnations: map[string]int64{"vm-a": 6}})
 		wantCode(t, err, forewarn.EINVALID)
-		w := s.Watch(ctx)
-		wantRevision(t, commit(t, s, &forewarn.Change{Revision: 2, Deletes: []string{a.ID}}), 3)
-		if got := recv(t, w); got != 3 {
-			t.Errorf("Watch after reopen got revision %d, want 3", got)
-		}
+		f := s.Follow(ctx, 2)
+		del := &forewarn.Change{Revision: 2, Deletes: []string{a.ID}}
+		wantRevision(t, commit(t, s, del), 3)
+		wantUpdate(t, recvUpdate(t, f), 3, del)
 		if err := s.Close(); err != nil {
 			t.Fatalf("Close: %v", err)
 		}
@@ -486,78 +478,6 @@ func testVMsCommitCopies(t *testing.T, s forewarn.Store) {
 	wantVMs(t, load(t, s), map[string]*forewarn.VMRecord{"vm-a": vmRecord(1)})
 }
 
-func testWatchReceives(t *testing.T, s forewarn.Store) {
-	w := s.Watch(t.Context())
-	for want := int64(1); want <= 3; want++ {
-		commit(t, s, &forewarn.Change{Revision: want - 1, Events: []*forewarn.Event{fullEvent(int(want))}})
-		if got := recv(t, w); got != want {
-			t.Fatalf("Watch got revision %d, want %d", got, want)
-		}
-	}
-}
-
-func testWatchCoalesces(t *testing.T, s forewarn.Store) {
-	const n = 20
-	w := s.Watch(t.Context())
-	// Nobody reads while the commits land: Commit must not block.
-	for rev := range int64(n) {
-		commit(t, s, &forewarn.Change{Revision: rev})
-	}
-	got := recvUntil(t, w, n)
-	// A buffer of one holds the newest revision; a backend that
-	// delivers asynchronously may have one more in flight.
-	if len(got) > 2 {
-		t.Errorf("after %d unread commits Watch delivered %v, want at most 2 revisions ending in %d", n, got, n)
-	}
-	commit(t, s, &forewarn.Change{Revision: n})
-	if got := recv(t, w); got != n+1 {
-		t.Errorf("Watch got revision %d, want %d", got, n+1)
-	}
-}
-
-func testWatchSeveral(t *testing.T, s forewarn.Store) {
-	ctx, cancel := context.WithCancel(t.Context())
-	w1, w2, w3 := s.Watch(t.Context()), s.Watch(t.Context()), s.Watch(ctx)
-	commit(t, s, &forewarn.Change{})
-	for i, w := range []<-chan int64{w1, w2, w3} {
-		if got := recv(t, w); got != 1 {
-			t.Errorf("watcher %d got revision %d, want 1", i+1, got)
-		}
-	}
-	cancel()
-	waitClosed(t, w3)
-	commit(t, s, &forewarn.Change{Revision: 1})
-	for i, w := range []<-chan int64{w1, w2} {
-		if got := recv(t, w); got != 2 {
-			t.Errorf("watcher %d got revision %d, want 2", i+1, got)
-		}
-	}
-}
-
-func testWatchClosesOnCancel(t *testing.T, s forewarn.Store) {
-	ctx, cancel := context.WithCancel(t.Context())
-	w := s.Watch(ctx)
-	commit(t, s, &forewarn.Change{})
-	cancel()
-	waitClosed(t, w)
-	// Commits after the watcher left still succeed.
-	wantRevision(t, commit(t, s, &forewarn.Change{Revision: 1}), 2)
-
-	// A watch on a context that has already ended closes too.
-	w = s.Watch(ctx)
-	waitClosed(t, w)
-}
-
-func testWatchClosesOnClose(t *testing.T, s forewarn.Store) {
-	w := s.Watch(t.Context())
-	commit(t, s, &forewarn.Change{})
-	if err := s.Close(); err != nil {
-		t.Fatalf("Close: %v", err)
-	}
-	waitClosed(t, w)
-	waitClosed(t, s.Watch(t.Context()))
-}
-
 // testFollowReceives checks that a follower receives every commit, in
 // order, with exactly what it wrote: events, deletes, incarnations, VM
 // and scale set records, as Load would return them.
@@ -720,20 +640,6 @@ func testConcurrentCommits(t *testing.T, s forewarn.Store) {
 		followed <- got
 	}()
 
-	// A watcher sees revisions in increasing order, ending at the last.
-	watched := make(chan []int64, 1)
-	w := s.Watch(ctx)
-	go func() {
-		var got []int64
-		for rev := range w {
-			got = append(got, rev)
-			if rev >= writers*each {
-				break
-			}
-		}
-		watched <- got
-	}()
-
 	var (
 		mu   sync.Mutex
 		revs = make(map[int64]string)
@@ -807,15 +713,6 @@ func testConcurrentCommits(t *testing.T, s forewarn.Store) {
 	}
 	if !maps.Equal(st.Incarnations, wantIncs) {
 		t.Errorf("Incarnations = %v, want %v", st.Incarnations, wantIncs)
-	}
-
-	select {
-	case got := <-watched:
-		if len(got) == 0 || got[len(got)-1] != total || !increasing(got) {
-			t.Errorf("watcher saw %v, want increasing revisions ending in %d", got, total)
-		}
-	case <-time.After(wait):
-		t.Errorf("watcher did not see revision %d within %v", total, wait)
 	}
 
 	select {
@@ -1073,38 +970,6 @@ func eventDiff(want, got *forewarn.Event) string {
 	return b.String()
 }
 
-// recv returns the next revision from w, failing when w is closed or
-// stays empty.
-func recv(t *testing.T, w <-chan int64) int64 {
-	t.Helper()
-	select {
-	case rev, ok := <-w:
-		if !ok {
-			t.Fatal("Watch channel closed, want a revision")
-		}
-		return rev
-	case <-time.After(wait):
-		t.Fatalf("no revision from Watch within %v", wait)
-	}
-	return 0
-}
-
-// recvUntil receives from w until it sees rev, checks that the
-// revisions increase, and returns them.
-func recvUntil(t *testing.T, w <-chan int64, rev int64) []int64 {
-	t.Helper()
-	var got []int64
-	for {
-		got = append(got, recv(t, w))
-		if !increasing(got) || got[len(got)-1] > rev {
-			t.Fatalf("Watch delivered %v, want increasing revisions up to %d", got, rev)
-		}
-		if got[len(got)-1] == rev {
-			return got
-		}
-	}
-}
-
 // recvUpdate returns the next update from f, failing when f is closed or
 // stays empty.
 func recvUpdate(t *testing.T, f <-chan *forewarn.Update) *forewarn.Update {
@@ -1196,30 +1061,4 @@ func wantUpdate(t *testing.T, u *forewarn.Update, rev int64, c *forewarn.Change)
 			t.Errorf("revision %d: scale set %s: %+v, want %+v", rev, name, g, w)
 		}
 	}
-}
-
-// waitClosed drains w and fails unless it is closed within wait.
-func waitClosed(t *testing.T, w <-chan int64) {
-	t.Helper()
-	timeout := time.After(wait)
-	for {
-		select {
-		case _, ok := <-w:
-			if !ok {
-				return
-			}
-		case <-timeout:
-			t.Fatalf("Watch channel still open after %v", wait)
-		}
-	}
-}
-
-// increasing reports whether revs is strictly increasing.
-func increasing(revs []int64) bool {
-	for i := 1; i < len(revs); i++ {
-		if revs[i] <= revs[i-1] {
-			return false
-		}
-	}
-	return true
 }

@@ -1,3 +1,5 @@
+// Package watch keeps the recent commits of a store that lives in one
+// process, for its followers: the Follow that mem and bolt share.
 package watch
 
 import (
