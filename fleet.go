@@ -13,6 +13,7 @@ type Provider string
 const (
 	Azure Provider = "azure"
 	GCE   Provider = "gce"
+	AWS   Provider = "aws"
 )
 
 // VM is one virtual machine of the fleet.
@@ -28,7 +29,8 @@ type VM struct {
 	AvailabilitySet string `json:"availabilitySet,omitempty"`
 	CloudService    string `json:"cloudService,omitempty"`
 	// ScaleSet and InstanceID place a VM in a scale set; its name is then
-	// {ScaleSet}_{InstanceID}.
+	// {ScaleSet}_{InstanceID}. An EC2 VM's InstanceID is its instance ID,
+	// i- and 17 hex digits.
 	ScaleSet       string `json:"scaleSet,omitempty"`
 	InstanceID     string `json:"instanceId,omitempty"`
 	PlacementGroup string `json:"placementGroup,omitempty"`
@@ -48,14 +50,41 @@ type VM struct {
 	Preemptible       bool   `json:"preemptible,omitempty"`
 	ProvisioningModel string `json:"provisioningModel,omitempty"`
 	// SoleTenant VMs' maintenance-event key always reads NONE.
-	SoleTenant  bool   `json:"soleTenant,omitempty"`
+	SoleTenant bool `json:"soleTenant,omitempty"`
+	// Zone is a Compute Engine zone or an EC2 availability zone;
+	// MachineType a Compute Engine machine type or an EC2 instance type.
 	Zone        string `json:"zone,omitempty"`
 	MachineType string `json:"machineType,omitempty"`
 	Project     string `json:"project,omitempty"`
+
+	// The EC2 keys.
+
+	// AutoScalingGroup names the VM's Auto Scaling group, if any.
+	AutoScalingGroup string `json:"autoScalingGroup,omitempty"`
+	// WarmPool is the target lifecycle state of a VM in its group's warm
+	// pool, such as Warmed:Stopped; empty for a VM in service.
+	WarmPool string `json:"warmPool,omitempty"`
+	// SpotInterruptionBehavior is terminate (the default), stop or
+	// hibernate, for a Spot VM.
+	SpotInterruptionBehavior string `json:"spotInterruptionBehavior,omitempty"`
+	// HTTPTokens is optional (IMDSv1 and IMDSv2) or required (IMDSv2
+	// only); HopLimit is the IP TTL of a token PUT's answer.
+	HTTPTokens string `json:"httpTokens,omitempty"`
+	HopLimit   int    `json:"httpPutResponseHopLimit,omitempty"`
 }
 
 // Evictable reports whether the VM can be evicted (preempted).
 func (vm *VM) Evictable() bool { return vm.Spot || vm.Preemptible }
+
+// Region returns the EC2 region of the VM's availability zone: the zone
+// without its final letter.
+func (vm *VM) Region() string {
+	z := vm.Zone
+	if n := len(z); n > 1 && z[n-1] >= 'a' && z[n-1] <= 'z' {
+		return z[:n-1]
+	}
+	return z
+}
 
 // MigrateAllowed reports whether a Compute Engine VM may be live
 // migrated: not with a GPU, and not when it is set to TERMINATE.

@@ -35,8 +35,33 @@ const (
 	TerminateOnHostMaintenance EventType = "TERMINATE_ON_HOST_MAINTENANCE"
 )
 
+// The EC2 scheduled event codes, named as the instance metadata service
+// shows them in events/maintenance/scheduled.
+const (
+	InstanceReboot     EventType = "instance-reboot"
+	SystemReboot       EventType = "system-reboot"
+	SystemMaintenance  EventType = "system-maintenance"
+	InstanceRetirement EventType = "instance-retirement"
+	InstanceStop       EventType = "instance-stop"
+)
+
 // EventTypes lists every known event type in a stable order.
-var EventTypes = []EventType{Freeze, Reboot, Redeploy, Preempt, Terminate, MigrateOnHostMaintenance, TerminateOnHostMaintenance}
+var EventTypes = []EventType{Freeze, Reboot, Redeploy, Preempt, Terminate, MigrateOnHostMaintenance, TerminateOnHostMaintenance,
+	InstanceReboot, SystemReboot, SystemMaintenance, InstanceRetirement, InstanceStop}
+
+// EC2 reports whether t is an EC2 scheduled event code, one that the
+// events/maintenance keys of the instance metadata service list.
+func (t EventType) EC2() bool {
+	switch t {
+	case InstanceReboot, SystemReboot, SystemMaintenance, InstanceRetirement, InstanceStop:
+		return true
+	}
+	return false
+}
+
+// EC2Reschedule is how long after its first NotBefore an EC2 scheduled
+// event can be moved to: its NotBeforeDeadline.
+const EC2Reschedule = 7 * 24 * time.Hour
 
 // HostMaintenance reports whether t is a Compute Engine host maintenance
 // type, one that the maintenance-event key announces ahead of time.
@@ -58,14 +83,19 @@ func (t EventType) Lead() time.Duration {
 }
 
 // ForProvider reports whether events of type t can be raised on VMs of
-// provider p. Preempt serves both: an Azure Spot eviction and a Compute
-// Engine preemption.
+// provider p. Preempt serves all three: an Azure Spot eviction, a Compute
+// Engine preemption and an EC2 Spot interruption. Terminate serves Azure
+// scale sets and EC2 Auto Scaling groups.
 func (t EventType) ForProvider(p Provider) bool {
 	switch {
 	case t == Preempt:
 		return true
+	case t == Terminate:
+		return p == Azure || p == AWS
 	case t.HostMaintenance():
 		return p == GCE
+	case t.EC2():
+		return p == AWS
 	}
 	return p == Azure
 }
@@ -100,6 +130,10 @@ func (t EventType) MinNotice() time.Duration {
 		return 5 * time.Minute
 	case MigrateOnHostMaintenance, TerminateOnHostMaintenance:
 		return t.Lead()
+	}
+	if t.EC2() {
+		// EC2 documents no minimum; its events come days ahead.
+		return 24 * time.Hour
 	}
 	return 0
 }
@@ -206,9 +240,16 @@ type Event struct {
 	StartedAt time.Time `json:"startedAt,omitzero"`
 	// EndedAt is when the event completed or was canceled.
 	EndedAt time.Time `json:"endedAt,omitzero"`
-	// ResumedAt is when the operator started again the Compute Engine VM
-	// that this completed Preempt stopped; zero while it stays stopped.
-	ResumedAt time.Time  `json:"resumedAt,omitzero"`
+	// ResumedAt is when the operator started again the Compute Engine or
+	// EC2 VM that this completed Preempt stopped; zero while it stays
+	// stopped.
+	ResumedAt time.Time `json:"resumedAt,omitzero"`
+	// Deadline is an EC2 scheduled event's NotBeforeDeadline: the latest
+	// NotBefore it can be rescheduled to. Zero for other events.
+	Deadline time.Time `json:"deadline,omitzero"`
+	// Action is what an EC2 Spot interruption does to its VM: terminate,
+	// stop or hibernate. Empty for other events.
+	Action    string     `json:"action,omitempty"`
 	Approvals []Approval `json:"approvals,omitempty"`
 }
 
@@ -271,6 +312,7 @@ func (e *Event) Normalized() *Event {
 	c.StartedAt = c.StartedAt.UTC()
 	c.EndedAt = c.EndedAt.UTC()
 	c.ResumedAt = c.ResumedAt.UTC()
+	c.Deadline = c.Deadline.UTC()
 	if len(c.Approvals) == 0 {
 		c.Approvals = nil
 	}
@@ -286,6 +328,23 @@ func (e *Event) Approved() bool { return len(e.Approvals) > 0 }
 // Affects reports whether vm is one of the event's Resources.
 func (e *Event) Affects(vm string) bool { return slices.Contains(e.Resources, vm) }
 
+// SpotWarning is how long before an EC2 Spot interruption stops or
+// terminates its VM the interruption notice appears.
+const SpotWarning = 2 * time.Minute
+
+// Lead returns how long before NotBefore the event warns its VMs: its
+// type's Lead, and for an EC2 Spot interruption the two-minute warning
+// (none for hibernation, which begins as the notice appears).
+func (e *Event) Lead() time.Duration {
+	if e.Type == Preempt && e.Action != "" {
+		if e.Action == "hibernate" {
+			return 0
+		}
+		return SpotWarning
+	}
+	return e.Type.Lead()
+}
+
 // EndsAt returns when a Started event completes on its own.
 func (e *Event) EndsAt() time.Time { return e.StartedAt.Add(e.Lasts) }
 
@@ -294,7 +353,7 @@ func (e *Event) EndsAt() time.Time { return e.StartedAt.Add(e.Lasts) }
 func (e *Event) NextDeadline() (time.Time, bool) {
 	switch e.Status {
 	case Scheduled:
-		if lead := e.Type.Lead(); lead > 0 && e.WarnedAt.IsZero() {
+		if lead := e.Lead(); lead > 0 && e.WarnedAt.IsZero() {
 			return e.NotBefore.Add(-lead), true
 		}
 		return e.NotBefore, true

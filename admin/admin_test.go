@@ -374,7 +374,7 @@ func TestClientErrors(t *testing.T) {
 		message string
 	}{
 		{"unknown type", admin.CreateRequest{Type: "Boom", VMs: []string{"web_0"}}, forewarn.EINVALID,
-			`unknown event type "Boom" (want one of Freeze, Reboot, Redeploy, Preempt, Terminate, MIGRATE_ON_HOST_MAINTENANCE, TERMINATE_ON_HOST_MAINTENANCE)`},
+			`unknown event type "Boom" (want one of Freeze, Reboot, Redeploy, Preempt, Terminate, MIGRATE_ON_HOST_MAINTENANCE, TERMINATE_ON_HOST_MAINTENANCE, instance-reboot, system-reboot, system-maintenance, instance-retirement, instance-stop)`},
 		{"missing type", admin.CreateRequest{VMs: []string{"web_0"}}, forewarn.EINVALID, "missing event type"},
 		{"unknown VM", admin.CreateRequest{Type: "Reboot", VMs: []string{"web_0", "nope"}}, forewarn.ENOTFOUND, `unknown VM "nope"`},
 		{"no VM", admin.CreateRequest{Type: "Reboot"}, forewarn.EINVALID, "an event needs at least one VM"},
@@ -424,7 +424,7 @@ func TestHTTPErrors(t *testing.T) {
 		want         string
 	}{
 		{"unknown type", "POST", "/v1/events", `{"type":"Boom","vms":["web_0"]}`, 400,
-			`{"error":{"code":"invalid","message":"unknown event type \"Boom\" (want one of Freeze, Reboot, Redeploy, Preempt, Terminate, MIGRATE_ON_HOST_MAINTENANCE, TERMINATE_ON_HOST_MAINTENANCE)"}}`},
+			`{"error":{"code":"invalid","message":"unknown event type \"Boom\" (want one of Freeze, Reboot, Redeploy, Preempt, Terminate, MIGRATE_ON_HOST_MAINTENANCE, TERMINATE_ON_HOST_MAINTENANCE, instance-reboot, system-reboot, system-maintenance, instance-retirement, instance-stop)"}}`},
 		{"unknown VM", "POST", "/v1/events", `{"type":"Reboot","vms":["nope"]}`, 404,
 			`{"error":{"code":"not_found","message":"unknown VM \"nope\""}}`},
 		{"notice below minimum", "POST", "/v1/events", `{"type":"Reboot","vms":["web_0"],"notice":"1m"}`, 400,
@@ -672,7 +672,7 @@ func TestWaveErrors(t *testing.T) {
 		{"Preempt", `{"scope":"web","type":"preempt"}`, 400, forewarn.EINVALID,
 			`a maintenance wave is Freeze, Reboot or Redeploy, not "Preempt"`},
 		{"unknown type", `{"scope":"web","type":"Boom"}`, 400, forewarn.EINVALID,
-			`unknown event type "Boom" (want one of Freeze, Reboot, Redeploy, Preempt, Terminate, MIGRATE_ON_HOST_MAINTENANCE, TERMINATE_ON_HOST_MAINTENANCE)`},
+			`unknown event type "Boom" (want one of Freeze, Reboot, Redeploy, Preempt, Terminate, MIGRATE_ON_HOST_MAINTENANCE, TERMINATE_ON_HOST_MAINTENANCE, instance-reboot, system-reboot, system-maintenance, instance-retirement, instance-stop)`},
 		{"missing scope", `{"type":"Reboot"}`, 400, forewarn.EINVALID, "missing scope"},
 		{"missing type", `{"scope":"web"}`, 400, forewarn.EINVALID, "missing wave type"},
 		{"notice below minimum", `{"scope":"web","type":"Reboot","notice":"1m"}`, 400, forewarn.EINVALID,

@@ -49,7 +49,7 @@ func TestStartVMAPI(t *testing.T) {
 		want string
 	}{
 		{"nope", 404, `"code":"not_found"`},
-		{"web_0", 400, `only a stopped Compute Engine VM can be started`},
+		{"web_0", 400, `only a stopped Compute Engine or EC2 VM can be started`},
 		{"gce_0", 409, `VM \"gce_0\" is running, not stopped`},
 	} {
 		if code, _, body := h.raw(t, http.MethodPost, "/v1/vms/"+c.name+"/start", ""); code != c.code || !strings.Contains(body, c.want) {

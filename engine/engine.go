@@ -110,6 +110,10 @@ type View struct {
 	// was ever announced to it, including one that has since ended or
 	// been canceled.
 	Maintained bool
+	// History holds an EC2 VM's ended (Completed or Canceled) scheduled
+	// events, oldest first: its events/maintenance/history. It must not
+	// be modified.
+	History []*forewarn.Event
 	// own holds the visible events whose Resources name the VM; a VM has
 	// few, so a slice serves.
 	own     []*forewarn.Event
@@ -546,6 +550,16 @@ func (e *Engine) createOnce(ctx context.Context, s Spec, guard func() error) (*f
 				"VM %q cannot be live migrated (it has a GPU or onHostMaintenance TERMINATE); use %s", name, forewarn.TerminateOnHostMaintenance)
 		}
 		switch first := e.fleet.VM(s.VMs[0]); {
+		case s.Type == forewarn.Terminate && vm.Provider == forewarn.AWS && vm.AutoScalingGroup == "":
+			return nil, forewarn.Errorf(forewarn.EINVALID,
+				"VM %q is not in an Auto Scaling group; a Terminate is a group's scale-in (use an EC2 scheduled event such as instance-stop)", name)
+		case s.Type == forewarn.Terminate && vm.Provider == forewarn.AWS && vm.AutoScalingGroup != first.AutoScalingGroup:
+			return nil, forewarn.Errorf(forewarn.EINVALID,
+				"VMs %q (Auto Scaling group %s) and %q (Auto Scaling group %s) are in different groups; one Terminate spans one group",
+				first.Name, first.AutoScalingGroup, name, vm.AutoScalingGroup)
+		case s.Type == forewarn.Preempt && vm.Provider == forewarn.AWS && len(s.VMs) > 1:
+			return nil, forewarn.Errorf(forewarn.EINVALID, "VM %q is an EC2 Spot VM; EC2 interrupts Spot VMs one at a time (name one VM)", name)
+		case s.Type == forewarn.Terminate && vm.Provider == forewarn.AWS:
 		case s.Type == forewarn.Terminate && vm.ScaleSet == "":
 			return nil, forewarn.Errorf(forewarn.EINVALID,
 				"VM %q is not in a scale set; a Terminate is a scale set's delete notice (use a Reboot or Redeploy)", name)
@@ -636,6 +650,12 @@ func (e *Engine) createOnce(ctx context.Context, s Spec, guard func() error) (*f
 		Description: s.Description,
 		Lasts:       lasts,
 		Created:     now.Round(0),
+	}
+	if s.Type.EC2() {
+		ev.Deadline = ev.NotBefore.Add(forewarn.EC2Reschedule)
+	}
+	if vm := e.fleet.VM(s.VMs[0]); s.Type == forewarn.Preempt && vm.Provider == forewarn.AWS {
+		ev.Action = cmp.Or(vm.SpotInterruptionBehavior, "terminate")
 	}
 	if s.Started || e.unheard(ev, now) {
 		ev.Status = forewarn.Started
@@ -789,6 +809,47 @@ func (e *Engine) Cancel(ctx context.Context, id string) error {
 	})
 }
 
+// Reschedule moves a Scheduled EC2 scheduled event to start at
+// notBefore (rounded up to a whole second), as EC2 lets an instance's
+// owner do: to any time after now and no later than the event's
+// NotBeforeDeadline.
+// Errors: ENOTFOUND, EINVALID for an event that is not an EC2 scheduled
+// event or a time outside that range, ECONFLICT when it is not Scheduled.
+func (e *Engine) Reschedule(ctx context.Context, id string, notBefore time.Time) error {
+	return e.retry(ctx, func(ctx context.Context) error { return e.rescheduleOnce(ctx, id, ceilSecond(notBefore)) })
+}
+
+func (e *Engine) rescheduleOnce(ctx context.Context, id string, notBefore time.Time) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return errClosed
+	}
+	ev, err := e.lookup(id)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	switch {
+	case !ev.Type.EC2():
+		return forewarn.Errorf(forewarn.EINVALID, "event %s is a %s event; only EC2 scheduled events can be rescheduled", ev.ID, ev.Type)
+	case ev.Status != forewarn.Scheduled:
+		return forewarn.Errorf(forewarn.ECONFLICT, "event %s is %s, not Scheduled", ev.ID, ev.Status)
+	case !notBefore.After(now):
+		return forewarn.Errorf(forewarn.EINVALID, "new NotBefore %s is not in the future", notBefore.UTC().Format(time.RFC3339))
+	case notBefore.After(ev.Deadline):
+		return forewarn.Errorf(forewarn.EINVALID, "new NotBefore %s is after the event's NotBeforeDeadline %s",
+			notBefore.UTC().Format(time.RFC3339), ev.Deadline.UTC().Format(time.RFC3339))
+	}
+	c := ev.Clone()
+	c.NotBefore = notBefore
+	if err := e.commit(ctx, now, []*forewarn.Event{c}, nil); err != nil {
+		return err
+	}
+	e.log.Info("event rescheduled", "event", c.ID, "notBefore", notBefore)
+	return nil
+}
+
 func (e *Engine) transition(ctx context.Context, id string, from []forewarn.Status, f func(*forewarn.Event, time.Time)) error {
 	return e.retry(ctx, func(ctx context.Context) error { return e.transitionOnce(ctx, id, from, f) })
 }
@@ -927,12 +988,17 @@ func (e *Engine) buildView(vm *forewarn.VM) *View {
 		if ev.Type.HostMaintenance() && ev.Status != forewarn.Pending {
 			v.Maintained = true
 		}
+		if ev.Type.EC2() && (ev.Status == forewarn.Completed || ev.Status == forewarn.Canceled) {
+			v.History = append(v.History, ev)
+		}
 		if ends(ev) {
-			v.Stopped = v.Stopped || vm.Provider == forewarn.GCE
-			v.Deleted = v.Deleted || vm.Provider == forewarn.Azure
+			deletes := removes(ev, vm)
+			v.Stopped = v.Stopped || !deletes
+			v.Deleted = v.Deleted || deletes
 		}
 	}
 	sortEvents(v.Events)
+	sortEvents(v.History)
 	// An event seen through two groups is listed once; the VM's own
 	// events are in its groups' already.
 	v.Events = slices.Compact(v.Events)
@@ -1115,10 +1181,31 @@ func (e *Engine) watched(ev *forewarn.Event) bool {
 // Evict preempts a Spot or preemptible VM. An Azure VM gets a Platform
 // Preempt with 30 seconds of notice. A Compute Engine VM's preemption
 // starts at once (its preempted key turns TRUE) and the VM stops 30
-// seconds later.
+// seconds later. An EC2 Spot VM gets a rebalance recommendation at once
+// and, two minutes before it is interrupted, the interruption notice
+// (see EvictWith); it then stops, hibernates or terminates over 30
+// seconds.
 // Errors: ENOTFOUND, EINVALID for a VM that cannot be evicted,
 // ECONFLICT for one already being preempted.
 func (e *Engine) Evict(ctx context.Context, name string) (*forewarn.Event, error) {
+	return e.EvictWith(ctx, name, VMOptions{})
+}
+
+// VMOptions adjust an operation on one VM; zero fields take defaults.
+type VMOptions struct {
+	// Notice is the time from now to the interruption of an EC2 Spot VM
+	// (at least the two-minute warning; the rebalance recommendation
+	// comes at once), or to the start of the event raised.
+	Notice time.Duration
+	// Lasts is how long the event raised stays Started.
+	Lasts time.Duration
+}
+
+// EvictWith is Evict with options. Only an EC2 Spot VM's interruption
+// takes a Notice: its interruption notice appears two minutes before
+// Notice ends (for hibernation, as it ends), and the rebalance
+// recommendation at once. The default Notice is the two minutes.
+func (e *Engine) EvictWith(ctx context.Context, name string, o VMOptions) (*forewarn.Event, error) {
 	vm := e.fleet.VM(name)
 	if vm == nil {
 		return nil, forewarn.Errorf(forewarn.ENOTFOUND, "unknown VM %q", name)
@@ -1126,9 +1213,19 @@ func (e *Engine) Evict(ctx context.Context, name string) (*forewarn.Event, error
 	if !vm.Evictable() {
 		return nil, forewarn.Errorf(forewarn.EINVALID, "VM %q is not a Spot or preemptible VM", name)
 	}
-	spec := Spec{Type: forewarn.Preempt, VMs: []string{name}, Source: forewarn.Platform, Notice: forewarn.Preempt.MinNotice()}
-	if vm.Provider == forewarn.GCE {
-		spec.Started, spec.Lasts = true, 30*time.Second
+	if o.Notice != 0 && vm.Provider != forewarn.AWS {
+		return nil, forewarn.Errorf(forewarn.EINVALID, "VM %q is a %s VM; only an EC2 Spot interruption takes a notice", name, vm.Provider)
+	}
+	spec := Spec{Type: forewarn.Preempt, VMs: []string{name}, Source: forewarn.Platform, Notice: forewarn.Preempt.MinNotice(), Lasts: o.Lasts}
+	switch vm.Provider {
+	case forewarn.GCE:
+		spec.Started, spec.Lasts = true, cmp.Or(o.Lasts, 30*time.Second)
+	case forewarn.AWS:
+		spec.Notice, spec.Lasts = cmp.Or(o.Notice, forewarn.SpotWarning), cmp.Or(o.Lasts, 30*time.Second)
+		if spec.Notice < forewarn.SpotWarning && !e.allowShort {
+			return nil, forewarn.Errorf(forewarn.EINVALID,
+				"notice %s is below the two-minute Spot interruption warning (the server's --allow-short-notice lifts this)", spec.Notice)
+		}
 	}
 	return e.create(ctx, spec, func() error {
 		if v := e.View(name); v.Preempted || slices.ContainsFunc(v.Events, func(ev *forewarn.Event) bool {
@@ -1213,6 +1310,20 @@ func (e *Engine) fire(id string) {
 	e.log.Info("event changed", "event", c.ID, "status", e.events[id].Status)
 }
 
+// removes reports whether ev, once it ends (see ends), removes vm for
+// good rather than stopping it: an Azure VM is deleted; a Compute Engine
+// VM stopped; an EC2 VM terminated by a scale-in or by a Spot
+// interruption whose action is terminate, and otherwise stopped.
+func removes(ev *forewarn.Event, vm *forewarn.VM) bool {
+	switch vm.Provider {
+	case forewarn.Azure:
+		return true
+	case forewarn.AWS:
+		return ev.Type == forewarn.Terminate || ev.Action == "terminate"
+	}
+	return false
+}
+
 // advance returns ev moved as far along its lifecycle as the time now and
 // its approvals allow, or nil when nothing changes. A deadline start is
 // dated at NotBefore and a deadline completion at the end of its impact,
@@ -1227,7 +1338,7 @@ func (e *Engine) fire(id string) {
 // rule in settle (terminatesDue) starts it.
 func advance(ev *forewarn.Event, now time.Time, skipWarning, gated bool) *forewarn.Event {
 	var c *forewarn.Event
-	if lead := ev.Type.Lead(); ev.Status == forewarn.Scheduled && lead > 0 && ev.WarnedAt.IsZero() {
+	if lead := ev.Lead(); ev.Status == forewarn.Scheduled && lead > 0 && ev.WarnedAt.IsZero() {
 		warn := ev.NotBefore.Add(-lead)
 		if now.Before(warn) && !ev.Approved() {
 			return nil
@@ -1277,7 +1388,7 @@ func advance(ev *forewarn.Event, now time.Time, skipWarning, gated bool) *forewa
 // document (approvals, for example, are not shown).
 func sameDocument(a, b *forewarn.Event) bool {
 	return a.Status == b.Status && a.Type == b.Type && a.NotBefore.Equal(b.NotBefore) && a.WarnedAt.Equal(b.WarnedAt) &&
-		a.ResumedAt.Equal(b.ResumedAt) &&
+		a.ResumedAt.Equal(b.ResumedAt) && a.Deadline.Equal(b.Deadline) && a.Action == b.Action &&
 		a.Duration == b.Duration && a.Source == b.Source && a.Description == b.Description &&
 		slices.Equal(a.Resources, b.Resources)
 }

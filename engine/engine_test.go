@@ -202,7 +202,7 @@ func TestCreateValidation(t *testing.T) {
 		}{
 			{"unknown VM", engine.Spec{Type: forewarn.Reboot, VMs: []string{"nope"}}, forewarn.ENOTFOUND, `unknown VM "nope"`},
 			{"no VM", engine.Spec{Type: forewarn.Reboot}, forewarn.EINVALID, "an event needs at least one VM"},
-			{"unknown type", engine.Spec{Type: "Boom", VMs: []string{"web_0"}}, forewarn.EINVALID, `unknown event type "Boom" (want one of Freeze, Reboot, Redeploy, Preempt, Terminate, MIGRATE_ON_HOST_MAINTENANCE, TERMINATE_ON_HOST_MAINTENANCE)`},
+			{"unknown type", engine.Spec{Type: "Boom", VMs: []string{"web_0"}}, forewarn.EINVALID, `unknown event type "Boom" (want one of Freeze, Reboot, Redeploy, Preempt, Terminate, MIGRATE_ON_HOST_MAINTENANCE, TERMINATE_ON_HOST_MAINTENANCE, instance-reboot, system-reboot, system-maintenance, instance-retirement, instance-stop)`},
 			{"short notice", engine.Spec{Type: forewarn.Reboot, VMs: []string{"web_0"}, Notice: time.Minute}, forewarn.EINVALID,
 				"notice 1m0s is below the 15m0s minimum for Reboot (the server's --allow-short-notice lifts this)"},
 			{"short redeploy", engine.Spec{Type: forewarn.Redeploy, VMs: []string{"web_0"}, Notice: 9 * time.Minute}, forewarn.EINVALID,

@@ -58,9 +58,9 @@ func (e *Engine) startVM(ctx context.Context, name string) (VMInfo, error) {
 	switch {
 	case vm == nil:
 		return VMInfo{}, forewarn.Errorf(forewarn.ENOTFOUND, "unknown VM %q", name)
-	case vm.Provider != forewarn.GCE:
+	case vm.Provider == forewarn.Azure:
 		return VMInfo{}, forewarn.Errorf(forewarn.EINVALID,
-			"VM %q is a %s VM; only a stopped Compute Engine VM can be started (a preempted Azure VM is deleted)", name, vm.Provider)
+			"VM %q is a %s VM; only a stopped Compute Engine or EC2 VM can be started (a preempted Azure VM is deleted)", name, vm.Provider)
 	}
 	e.mu.Lock()
 	if e.closed {
@@ -68,6 +68,10 @@ func (e *Engine) startVM(ctx context.Context, name string) (VMInfo, error) {
 		return VMInfo{}, errClosed
 	}
 	v := e.View(name)
+	if v.Deleted {
+		e.mu.Unlock()
+		return VMInfo{}, forewarn.Errorf(forewarn.ECONFLICT, "VM %q is terminated; it cannot be started", name)
+	}
 	if !v.Stopped {
 		e.mu.Unlock()
 		if v.Preempted {
@@ -140,7 +144,7 @@ func (e *Engine) settle(now time.Time, changed []*forewarn.Event) []*forewarn.Ev
 			gone := map[string]bool{}
 			var others []string
 			for _, name := range c.Resources {
-				if vm := e.fleet.VM(name); vm == nil || vm.Provider != forewarn.Azure {
+				if vm := e.fleet.VM(name); vm == nil || !removes(c, vm) {
 					continue
 				}
 				gone[name] = true
@@ -566,10 +570,27 @@ func (e *Engine) wave(id string) *Wave {
 // Errors: ENOTFOUND, EINVALID for a VM outside a scale set, ECONFLICT for
 // one already deleted or being deleted.
 func (e *Engine) Delete(ctx context.Context, name string) (*forewarn.Event, error) {
+	return e.DeleteWith(ctx, name, VMOptions{})
+}
+
+// DefaultScaleInLasts is how long an EC2 Auto Scaling member takes to
+// terminate after its group scales it in, when the operator says nothing.
+const DefaultScaleInLasts = 2 * time.Minute
+
+// DeleteWith is Delete with options. An EC2 Auto Scaling member is
+// scaled in: a User Terminate that starts at once (its
+// target-lifecycle-state reads Terminated) and completes, the VM gone,
+// after Lasts (DefaultScaleInLasts). Notice applies to no delete.
+func (e *Engine) DeleteWith(ctx context.Context, name string, o VMOptions) (*forewarn.Event, error) {
 	vm := e.fleet.VM(name)
 	switch {
 	case vm == nil:
 		return nil, forewarn.Errorf(forewarn.ENOTFOUND, "unknown VM %q", name)
+	case o.Notice != 0:
+		return nil, forewarn.Errorf(forewarn.EINVALID, "a delete takes no notice (a scale set's notice is its Terminate timeout)")
+	case vm.Provider == forewarn.AWS && vm.AutoScalingGroup == "":
+		return nil, forewarn.Errorf(forewarn.EINVALID, "VM %q is not in an Auto Scaling group; vm delete scales a group in", name)
+	case vm.Provider == forewarn.AWS:
 	case vm.ScaleSet == "":
 		return nil, forewarn.Errorf(forewarn.EINVALID, "VM %q is not in a scale set; vm delete raises a scale set Terminate", name)
 	}
@@ -581,6 +602,10 @@ func (e *Engine) Delete(ctx context.Context, name string) (*forewarn.Event, erro
 		}
 		return nil
 	}
+	if vm.Provider == forewarn.AWS {
+		return e.create(ctx, Spec{Type: forewarn.Terminate, VMs: []string{name}, Source: forewarn.User, Started: true,
+			Lasts: cmp.Or(o.Lasts, DefaultScaleInLasts), Description: "Auto Scaling group " + vm.AutoScalingGroup + " scaled the instance in"}, taken)
+	}
 	settings := e.lockedScaleSetSettings(vm.ScaleSet)
 	if vm.Spot || !settings.TerminateNotifications {
 		var ev *forewarn.Event
@@ -591,7 +616,7 @@ func (e *Engine) Delete(ctx context.Context, name string) (*forewarn.Event, erro
 		return ev, err
 	}
 	return e.create(ctx, Spec{Type: forewarn.Terminate, VMs: []string{name}, Source: forewarn.User,
-		Notice: settings.TerminateTimeout}, taken)
+		Notice: settings.TerminateTimeout, Lasts: o.Lasts}, taken)
 }
 
 // deleteNow deletes the scale set VM vm at once, without a Terminate

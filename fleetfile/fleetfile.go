@@ -6,6 +6,8 @@ package fleetfile
 import (
 	"bytes"
 	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -59,6 +61,15 @@ type vmEntry struct {
 	Zone              string `yaml:"zone"`
 	MachineType       string `yaml:"machineType"`
 	Project           string `yaml:"project"`
+	// EC2 (instanceId above is the EC2 instance ID on an aws VM).
+	InstanceType             string `yaml:"instanceType"`
+	AvailabilityZone         string `yaml:"availabilityZone"`
+	AutoScalingGroup         string `yaml:"autoScalingGroup"`
+	WarmPool                 string `yaml:"warmPool"`
+	Market                   string `yaml:"market"`
+	SpotInterruptionBehavior string `yaml:"spotInterruptionBehavior"`
+	HTTPTokens               string `yaml:"httpTokens"`
+	HopLimit                 *int   `yaml:"httpPutResponseHopLimit"`
 }
 
 // Compute Engine defaults for keys a fleet file leaves out.
@@ -66,6 +77,15 @@ const (
 	DefaultZone        = "us-central1-a"
 	DefaultMachineType = "e2-standard-2"
 	DefaultProject     = "forewarn-project"
+)
+
+// EC2 defaults for keys a fleet file leaves out: EC2's own launch
+// defaults for the metadata options (docs/aws-wire.md).
+const (
+	DefaultAvailabilityZone = "us-east-1a"
+	DefaultInstanceType     = "m5.large"
+	DefaultHTTPTokens       = "optional"
+	DefaultHopLimit         = 1
 )
 
 // Load reads and parses the fleet file at path.
@@ -107,6 +127,7 @@ func Parse(data []byte) (*forewarn.Fleet, error) {
 	fleet := &forewarn.Fleet{}
 	names := map[string]int{}
 	addrs := map[netip.Addr]string{}
+	instances := map[string]string{}
 	for i, e := range f.VMs {
 		where := fmt.Sprintf("vms[%d]", i)
 		if e.Name == "" {
@@ -128,8 +149,10 @@ func Parse(data []byte) (*forewarn.Fleet, error) {
 		case "", "azure":
 		case "gce":
 			vm.Provider = forewarn.GCE
+		case "aws":
+			vm.Provider = forewarn.AWS
 		default:
-			return nil, forewarn.Errorf(forewarn.EINVALID, "%s: provider %q is not azure or gce", where, e.Provider)
+			return nil, forewarn.Errorf(forewarn.EINVALID, "%s: provider %q is not azure, gce or aws", where, e.Provider)
 		}
 		if e.IP == "" {
 			return nil, forewarn.Errorf(forewarn.EINVALID, "%s: ip is required", where)
@@ -149,6 +172,12 @@ func Parse(data []byte) (*forewarn.Fleet, error) {
 		vm.IP = ip
 		if err := providerKeys(where, &e, vm); err != nil {
 			return nil, err
+		}
+		if vm.Provider == forewarn.AWS {
+			if other, dup := instances[vm.InstanceID]; dup {
+				return nil, forewarn.Errorf(forewarn.EINVALID, "%s: instanceId %s is already used by %s", where, vm.InstanceID, other)
+			}
+			instances[vm.InstanceID] = e.Name
 		}
 		fleet.VMs = append(fleet.VMs, vm)
 	}
@@ -193,6 +222,7 @@ func visible(where string, e *vmEntry) error {
 		{"name", e.Name}, {"availabilitySet", e.AvailabilitySet}, {"cloudService", e.CloudService},
 		{"scaleSet", e.ScaleSet}, {"instanceId", e.InstanceID}, {"placementGroup", e.PlacementGroup},
 		{"zone", e.Zone}, {"machineType", e.MachineType}, {"project", e.Project},
+		{"instanceType", e.InstanceType}, {"availabilityZone", e.AvailabilityZone}, {"autoScalingGroup", e.AutoScalingGroup},
 	} {
 		if r, ok := hidden(k.value); ok {
 			return forewarn.Errorf(forewarn.EINVALID, "%s: %s holds the invisible or control character %U", where, k.key, r)
@@ -282,22 +312,67 @@ func azureKeys(where string, e *vmEntry, vm *forewarn.VM) error {
 	return nil
 }
 
+// key is a fleet file key and whether an entry sets it.
+type key struct {
+	name string
+	set  bool
+}
+
+// foreign refuses the first key of keys that e sets: it belongs to
+// provider owner, not to vm's.
+func foreign(where string, vm *forewarn.VM, owner string, keys []key) error {
+	// A slice, not a map, so that the first key set is always the one named.
+	for _, k := range keys {
+		if k.set {
+			article := "a"
+			if owner != "gce" {
+				article = "an"
+			}
+			return forewarn.Errorf(forewarn.EINVALID, "%s: %s is %s %s key; this VM's provider is %s", where, k.name, article, owner, vm.Provider)
+		}
+	}
+	return nil
+}
+
+// gceOnly, azureOnly and awsOnly are the keys of one provider (instanceId
+// is both Azure's and EC2's, with different meanings; zone both Azure's
+// and Compute Engine's).
+func gceOnly(e *vmEntry) []key {
+	return []key{
+		{"onHostMaintenance", e.OnHostMaintenance != ""}, {"gpu", e.GPU}, {"preemptible", e.Preemptible},
+		{"provisioningModel", e.ProvisioningModel != ""}, {"soleTenant", e.SoleTenant},
+		{"machineType", e.MachineType != ""}, {"project", e.Project != ""},
+	}
+}
+
+func azureOnly(e *vmEntry) []key {
+	return []key{
+		{"availabilitySet", e.AvailabilitySet != ""}, {"updateDomain", e.UpdateDomain != nil},
+		{"cloudService", e.CloudService != ""}, {"scaleSet", e.ScaleSet != ""},
+		{"placementGroup", e.PlacementGroup != ""}, {"priority", e.Priority != ""},
+	}
+}
+
+func awsOnly(e *vmEntry) []key {
+	return []key{
+		{"instanceType", e.InstanceType != ""}, {"availabilityZone", e.AvailabilityZone != ""},
+		{"autoScalingGroup", e.AutoScalingGroup != ""}, {"warmPool", e.WarmPool != ""}, {"market", e.Market != ""},
+		{"spotInterruptionBehavior", e.SpotInterruptionBehavior != ""}, {"httpTokens", e.HTTPTokens != ""},
+		{"httpPutResponseHopLimit", e.HopLimit != nil},
+	}
+}
+
 // providerKeys checks and applies the keys that belong to one provider.
 func providerKeys(where string, e *vmEntry, vm *forewarn.VM) error {
-	type key struct {
-		name string
-		set  bool
+	if vm.Provider == forewarn.AWS {
+		return awsKeys(where, e, vm)
+	}
+	if err := foreign(where, vm, "aws", awsOnly(e)); err != nil {
+		return err
 	}
 	if vm.Provider == forewarn.Azure {
-		// A slice, not a map, so that the first key set is always the one named.
-		for _, k := range []key{
-			{"onHostMaintenance", e.OnHostMaintenance != ""}, {"gpu", e.GPU}, {"preemptible", e.Preemptible},
-			{"provisioningModel", e.ProvisioningModel != ""}, {"soleTenant", e.SoleTenant},
-			{"machineType", e.MachineType != ""}, {"project", e.Project != ""},
-		} {
-			if k.set {
-				return forewarn.Errorf(forewarn.EINVALID, "%s: %s is a gce key; this VM's provider is azure", where, k.name)
-			}
+		if err := foreign(where, vm, "gce", gceOnly(e)); err != nil {
+			return err
 		}
 		if err := azureKeys(where, e, vm); err != nil {
 			return err
@@ -315,14 +390,8 @@ func providerKeys(where string, e *vmEntry, vm *forewarn.VM) error {
 	if e.Priority != "" {
 		return forewarn.Errorf(forewarn.EINVALID, "%s: priority is an azure key; use preemptible or provisioningModel on gce", where)
 	}
-	for _, k := range []key{
-		{"availabilitySet", e.AvailabilitySet != ""}, {"updateDomain", e.UpdateDomain != nil},
-		{"cloudService", e.CloudService != ""}, {"scaleSet", e.ScaleSet != ""},
-		{"instanceId", e.InstanceID != ""}, {"placementGroup", e.PlacementGroup != ""},
-	} {
-		if k.set {
-			return forewarn.Errorf(forewarn.EINVALID, "%s: %s is an azure key; this VM's provider is gce", where, k.name)
-		}
+	if err := foreign(where, vm, "azure", append(azureOnly(e), key{"instanceId", e.InstanceID != ""})); err != nil {
+		return err
 	}
 	switch strings.ToUpper(e.ProvisioningModel) {
 	case "", "STANDARD":
@@ -354,10 +423,94 @@ func providerKeys(where string, e *vmEntry, vm *forewarn.VM) error {
 	return nil
 }
 
+// ec2InstanceID is the form of an EC2 instance ID: i- and 8 or 17
+// lowercase hex digits.
+var ec2InstanceID = regexp.MustCompile(`^i-(?:[0-9a-f]{8}|[0-9a-f]{17})$`)
+
+// ec2Zone is the form of an EC2 availability zone, such as us-east-1a.
+var ec2Zone = regexp.MustCompile(`^[a-z]{2}(?:-[a-z]+)+-[0-9]+[a-z]$`)
+
+// DefaultInstanceID returns the instance ID of an EC2 VM whose entry
+// gives none: i- and 17 hex digits of a hash of its name, the same on
+// every load.
+func DefaultInstanceID(name string) string {
+	sum := sha256.Sum256([]byte(name))
+	return "i-" + hex.EncodeToString(sum[:9])[:17]
+}
+
+// awsKeys checks and applies the EC2 keys, refusing the other providers'.
+func awsKeys(where string, e *vmEntry, vm *forewarn.VM) error {
+	if err := foreign(where, vm, "azure", azureOnly(e)); err != nil {
+		return err
+	}
+	if err := foreign(where, vm, "gce", append(gceOnly(e), key{"zone", e.Zone != ""})); err != nil {
+		return err
+	}
+	vm.InstanceID = e.InstanceID
+	switch {
+	case vm.InstanceID == "":
+		vm.InstanceID = DefaultInstanceID(e.Name)
+	case !ec2InstanceID.MatchString(vm.InstanceID):
+		return forewarn.Errorf(forewarn.EINVALID, "%s: instanceId %q is not i- and 17 (or 8) lowercase hex digits", where, e.InstanceID)
+	}
+	vm.Zone = cmp.Or(e.AvailabilityZone, DefaultAvailabilityZone)
+	if !ec2Zone.MatchString(vm.Zone) {
+		return forewarn.Errorf(forewarn.EINVALID, "%s: availabilityZone %q is not an EC2 availability zone such as us-east-1a", where, vm.Zone)
+	}
+	vm.MachineType = cmp.Or(e.InstanceType, DefaultInstanceType)
+	if strings.ContainsAny(vm.MachineType, " /") {
+		return forewarn.Errorf(forewarn.EINVALID, "%s: instanceType %q is not an EC2 instance type such as m5.large", where, vm.MachineType)
+	}
+	vm.AutoScalingGroup = e.AutoScalingGroup
+	switch w := strings.ToLower(e.WarmPool); {
+	case w == "":
+	case e.AutoScalingGroup == "":
+		return forewarn.Errorf(forewarn.EINVALID, "%s: warmPool needs autoScalingGroup", where)
+	case w == "stopped" || w == "running" || w == "hibernated":
+		vm.WarmPool = "Warmed:" + strings.ToUpper(w[:1]) + w[1:]
+	default:
+		return forewarn.Errorf(forewarn.EINVALID, "%s: warmPool %q is not Stopped, Running or Hibernated", where, e.WarmPool)
+	}
+	switch strings.ToLower(e.Market) {
+	case "", "on-demand":
+	case "spot":
+		vm.Spot = true
+	default:
+		return forewarn.Errorf(forewarn.EINVALID, "%s: market %q is not spot or on-demand", where, e.Market)
+	}
+	switch b := strings.ToLower(e.SpotInterruptionBehavior); {
+	case b != "" && !vm.Spot:
+		return forewarn.Errorf(forewarn.EINVALID, "%s: spotInterruptionBehavior needs market: spot", where)
+	case b == "" && vm.Spot:
+		vm.SpotInterruptionBehavior = "terminate"
+	case b == "" || b == "terminate" || b == "stop" || b == "hibernate":
+		vm.SpotInterruptionBehavior = b
+	default:
+		return forewarn.Errorf(forewarn.EINVALID, "%s: spotInterruptionBehavior %q is not terminate, stop or hibernate", where, e.SpotInterruptionBehavior)
+	}
+	switch t := strings.ToLower(e.HTTPTokens); t {
+	case "":
+		vm.HTTPTokens = DefaultHTTPTokens
+	case "optional", "required":
+		vm.HTTPTokens = t
+	default:
+		return forewarn.Errorf(forewarn.EINVALID, "%s: httpTokens %q is not optional or required", where, e.HTTPTokens)
+	}
+	vm.HopLimit = DefaultHopLimit
+	if h := e.HopLimit; h != nil {
+		if *h < 1 || *h > 64 {
+			return forewarn.Errorf(forewarn.EINVALID, "%s: httpPutResponseHopLimit %d is outside 1..64", where, *h)
+		}
+		vm.HopLimit = *h
+	}
+	return nil
+}
+
 // Default returns the fleet used without a fleet file: one Azure VM,
-// named after the host, that answers every caller of the Azure API, and
-// one Compute Engine VM, named after the host with "-gce", that answers
-// every caller of the Compute Engine API.
+// named after the host, that answers every caller of the Azure API, one
+// Compute Engine VM, named after the host with "-gce", that answers
+// every caller of the Compute Engine API, and one EC2 VM, named after
+// the host with "-aws", that answers every caller of the EC2 API.
 func Default() *forewarn.Fleet {
 	name, err := os.Hostname()
 	if err != nil || name == "" {
@@ -370,5 +523,7 @@ func Default() *forewarn.Fleet {
 		{Name: name, Provider: forewarn.Azure},
 		{Name: name + "-gce", Provider: forewarn.GCE, OnHostMaintenance: "MIGRATE",
 			Zone: DefaultZone, MachineType: DefaultMachineType, Project: DefaultProject},
+		{Name: name + "-aws", Provider: forewarn.AWS, InstanceID: DefaultInstanceID(name + "-aws"),
+			Zone: DefaultAvailabilityZone, MachineType: DefaultInstanceType, HTTPTokens: DefaultHTTPTokens, HopLimit: DefaultHopLimit},
 	}}
 }

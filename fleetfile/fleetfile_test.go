@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -57,7 +58,7 @@ func TestParseErrors(t *testing.T) {
 		"vms:\n  - name: a b\n    ip: 1.2.3.4": "vms[0] (a b): name may not contain spaces, commas, slashes, quotes or backslashes",
 		"vms:\n  - name: a\n    ip: 1.2.3.4\n  - name: a\n    ip: 1.2.3.5": "vms[1] (a): name is already used by vms[0]",
 		"vms:\n  - name: a\n    ip: 1.2.3.4\n  - name: b\n    ip: 1.2.3.4": "vms[1] (b): ip 1.2.3.4 is already used by a",
-		"vms:\n  - name: a\n    ip: 1.2.3.4\n    provider: aws":            `vms[0] (a): provider "aws" is not azure or gce`,
+		"vms:\n  - name: a\n    ip: 1.2.3.4\n    provider: ibm":            `vms[0] (a): provider "ibm" is not azure, gce or aws`,
 		"vms:\n  - name: a\n    ip: 1.2.3.4\n    updateDomain: -1":         "vms[0] (a): updateDomain -1 is negative",
 		"vms:\n  - name: a\n    ip: 1.2.3.4\n    availabiltySet: web":      "unmarshal errors:\n  line 4: field availabiltySet not found in type fleetfile.vmEntry",
 		"vms:\n  - name: a\n    ip: 1.2.3.4\n    updateDomain: x":          "unmarshal errors:\n  line 4: cannot unmarshal !!str `x` into int",
@@ -86,11 +87,17 @@ func TestLoadNamesTheFile(t *testing.T) {
 
 func TestDefault(t *testing.T) {
 	f := fleetfile.Default()
-	if len(f.VMs) != 2 || f.VMs[0].Provider != forewarn.Azure || f.VMs[0].IP.IsValid() || f.VMs[0].Name == "" {
+	if len(f.VMs) != 3 || f.VMs[0].Provider != forewarn.Azure || f.VMs[0].IP.IsValid() || f.VMs[0].Name == "" {
 		t.Fatalf("default fleet: %+v", f.VMs[0])
 	}
 	if g := f.VMs[1]; g.Provider != forewarn.GCE || g.IP.IsValid() || g.Name != f.VMs[0].Name+"-gce" || g.OnHostMaintenance != "MIGRATE" {
 		t.Fatalf("default GCE VM: %+v", g)
+	}
+	a := f.VMs[2]
+	want := forewarn.VM{Name: f.VMs[0].Name + "-aws", Provider: forewarn.AWS, InstanceID: fleetfile.DefaultInstanceID(f.VMs[0].Name + "-aws"),
+		Zone: "us-east-1a", MachineType: "m5.large", HTTPTokens: "optional", HopLimit: 1}
+	if a.IP.IsValid() || !reflect.DeepEqual(*a, want) {
+		t.Fatalf("default EC2 VM: %+v, want %+v", *a, want)
 	}
 }
 
@@ -364,5 +371,67 @@ func TestExampleFleet(t *testing.T) {
 	vmss0, vmss1, vmss2 := f.VM("vmss_0"), f.VM("vmss_1"), f.VM("vmss_2")
 	if !forewarn.SharesScope(vmss0, vmss1) || forewarn.SharesScope(vmss0, vmss2) {
 		t.Error("vmss_0 should share a scope with vmss_1 (pg0) and not with vmss_2 (pg1)")
+	}
+}
+
+func TestAWSKeys(t *testing.T) {
+	f, err := fleetfile.Parse([]byte(`vms:
+  - {name: web, ip: 10.0.0.1, provider: aws}
+  - {name: spot, ip: 10.0.0.2, provider: aws, instanceId: i-0123456789abcdef0, instanceType: c5.xlarge, availabilityZone: eu-west-1b,
+     market: spot, spotInterruptionBehavior: Hibernate, httpTokens: required, httpPutResponseHopLimit: 2}
+  - {name: asg, ip: 10.0.0.3, provider: aws, autoScalingGroup: web-asg, warmPool: stopped, market: spot}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []forewarn.VM{
+		{Name: "web", IP: netip.MustParseAddr("10.0.0.1"), Provider: forewarn.AWS, InstanceID: fleetfile.DefaultInstanceID("web"),
+			Zone: "us-east-1a", MachineType: "m5.large", HTTPTokens: "optional", HopLimit: 1},
+		{Name: "spot", IP: netip.MustParseAddr("10.0.0.2"), Provider: forewarn.AWS, InstanceID: "i-0123456789abcdef0",
+			Zone: "eu-west-1b", MachineType: "c5.xlarge", Spot: true, SpotInterruptionBehavior: "hibernate", HTTPTokens: "required", HopLimit: 2},
+		{Name: "asg", IP: netip.MustParseAddr("10.0.0.3"), Provider: forewarn.AWS, InstanceID: fleetfile.DefaultInstanceID("asg"),
+			Zone: "us-east-1a", MachineType: "m5.large", AutoScalingGroup: "web-asg", WarmPool: "Warmed:Stopped",
+			Spot: true, SpotInterruptionBehavior: "terminate", HTTPTokens: "optional", HopLimit: 1},
+	}
+	for i, vm := range f.VMs {
+		if !reflect.DeepEqual(*vm, want[i]) {
+			t.Errorf("vms[%d] = %+v\nwant %+v", i, *vm, want[i])
+		}
+	}
+	if id := fleetfile.DefaultInstanceID("web"); len(id) != 19 || !strings.HasPrefix(id, "i-") || id == fleetfile.DefaultInstanceID("web2") {
+		t.Errorf("DefaultInstanceID(web) = %q, want i- and 17 hex digits, distinct per name", id)
+	}
+	if r := want[1].Region(); r != "eu-west-1" {
+		t.Errorf("Region of eu-west-1b = %q", r)
+	}
+}
+
+func TestAWSKeyErrors(t *testing.T) {
+	for in, want := range map[string]string{
+		"{name: a, ip: 1.1.1.1, provider: aws, instanceId: i-12}":                                                                              `vms[0] (a): instanceId "i-12" is not i- and 17 (or 8) lowercase hex digits`,
+		"{name: a, ip: 1.1.1.1, provider: aws, availabilityZone: 1}":                                                                           `vms[0] (a): availabilityZone "1" is not an EC2 availability zone such as us-east-1a`,
+		"{name: a, ip: 1.1.1.1, provider: aws, warmPool: stopped}":                                                                             "vms[0] (a): warmPool needs autoScalingGroup",
+		"{name: a, ip: 1.1.1.1, provider: aws, autoScalingGroup: g, warmPool: cold}":                                                           `vms[0] (a): warmPool "cold" is not Stopped, Running or Hibernated`,
+		"{name: a, ip: 1.1.1.1, provider: aws, market: reserved}":                                                                              `vms[0] (a): market "reserved" is not spot or on-demand`,
+		"{name: a, ip: 1.1.1.1, provider: aws, spotInterruptionBehavior: stop}":                                                                "vms[0] (a): spotInterruptionBehavior needs market: spot",
+		"{name: a, ip: 1.1.1.1, provider: aws, market: spot, spotInterruptionBehavior: x}":                                                     `vms[0] (a): spotInterruptionBehavior "x" is not terminate, stop or hibernate`,
+		"{name: a, ip: 1.1.1.1, provider: aws, httpTokens: v2}":                                                                                `vms[0] (a): httpTokens "v2" is not optional or required`,
+		"{name: a, ip: 1.1.1.1, provider: aws, httpPutResponseHopLimit: 65}":                                                                   "vms[0] (a): httpPutResponseHopLimit 65 is outside 1..64",
+		"{name: a, ip: 1.1.1.1, provider: aws, scaleSet: s}":                                                                                   "vms[0] (a): scaleSet is an azure key; this VM's provider is aws",
+		"{name: a, ip: 1.1.1.1, provider: aws, zone: us-east-1a}":                                                                              "vms[0] (a): zone is a gce key; this VM's provider is aws",
+		"{name: a, ip: 1.1.1.1, provider: aws, priority: Spot}":                                                                                "vms[0] (a): priority is an azure key; this VM's provider is aws",
+		"{name: a, ip: 1.1.1.1, market: spot}":                                                                                                 "vms[0] (a): market is an aws key; this VM's provider is azure",
+		"{name: a, ip: 1.1.1.1, provider: gce, httpTokens: required}":                                                                          "vms[0] (a): httpTokens is an aws key; this VM's provider is gce",
+		"{name: a, ip: 1.1.1.1, provider: gce, instanceId: i-0123456789abcdef0}":                                                               "vms[0] (a): instanceId is an azure key; this VM's provider is gce",
+		"[{name: a, ip: 1.1.1.1, provider: aws}, {name: b, ip: 1.1.1.2, provider: aws, instanceId: " + fleetfile.DefaultInstanceID("a") + "}]": "vms[1] (b): instanceId " + fleetfile.DefaultInstanceID("a") + " is already used by a",
+	} {
+		doc := "vms: [" + in + "]"
+		if strings.HasPrefix(in, "[") {
+			doc = "vms: " + in
+		}
+		_, err := fleetfile.Parse([]byte(doc))
+		if err == nil || forewarn.ErrorMessage(err) != want {
+			t.Errorf("%s:\n got %v\nwant %s", in, err, want)
+		}
 	}
 }

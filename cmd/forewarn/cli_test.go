@@ -432,7 +432,7 @@ func TestErrors(t *testing.T) {
 
 		// Usage errors.
 		{"unknown type", []string{"event", "create", "--type", "Boom", "--vm", "web_0"}, 2,
-			"forewarn: unknown event type \"Boom\" (want one of Freeze, Reboot, Redeploy, Preempt, Terminate, MIGRATE_ON_HOST_MAINTENANCE, TERMINATE_ON_HOST_MAINTENANCE)\n" + createUsage},
+			"forewarn: unknown event type \"Boom\" (want one of Freeze, Reboot, Redeploy, Preempt, Terminate, MIGRATE_ON_HOST_MAINTENANCE, TERMINATE_ON_HOST_MAINTENANCE, instance-reboot, system-reboot, system-maintenance, instance-retirement, instance-stop)\n" + createUsage},
 		{"unknown source", []string{"event", "create", "--type", "Reboot", "--vm", "web_0", "--source", "Alien"}, 2,
 			"forewarn: unknown event source \"Alien\" (want Platform or User)\n" + createUsage},
 		{"missing type", []string{"event", "create", "--vm", "web_0"}, 2, "forewarn: missing --type\n" + createUsage},
