@@ -656,6 +656,11 @@ func (e *Engine) createOnce(ctx context.Context, s Spec, guard func() error) (*f
 	}
 	if vm := e.fleet.VM(s.VMs[0]); s.Type == forewarn.Preempt && vm.Provider == forewarn.AWS {
 		ev.Action = cmp.Or(vm.SpotInterruptionBehavior, "terminate")
+		// An interruption notice due now (within the second NotBefore was
+		// rounded up by) is given with the event, not a moment after.
+		if lead := ev.Lead(); lead > 0 && ev.NotBefore.Add(-lead).Sub(now) < time.Second {
+			ev.WarnedAt = now.Round(0)
+		}
 	}
 	if s.Started || e.unheard(ev, now) {
 		ev.Status = forewarn.Started

@@ -21,6 +21,7 @@ import (
 
 	"github.com/forewarn/forewarn"
 	"github.com/forewarn/forewarn/admin"
+	"github.com/forewarn/forewarn/aws"
 	"github.com/forewarn/forewarn/azure"
 	"github.com/forewarn/forewarn/bolt"
 	"github.com/forewarn/forewarn/engine"
@@ -287,7 +288,9 @@ func Serve(ctx context.Context, cfg ServeConfig, log *slog.Logger, out io.Writer
 	az.SetRateLimit(cfg.RateLimit)
 	gc := gce.NewServer(eng, log)
 	gc.MaxWaiters = cfg.MaxLongPolls
-	servers := []*http.Server{httpServer(cfg, metadataHandler(az, gc)), httpServer(cfg, adm)}
+	ec2 := aws.NewServer(eng, log)
+	servers := []*http.Server{httpServer(cfg, metadataHandler(az, gc, ec2)), httpServer(cfg, adm)}
+	servers[0].ConnContext = aws.ConnContext
 	servers[0].RegisterOnShutdown(gc.Shutdown)
 	servers[0].RegisterOnShutdown(az.Shutdown)
 	errc := make(chan error, 2)
@@ -382,17 +385,21 @@ func announce(ctx context.Context, c forewarn.Cluster, eng *engine.Engine, name,
 }
 
 // metadataHandler routes the metadata listener: Azure paths to the Azure
-// API, Compute Engine paths to the GCE API, and anything else (such as
-// GET /) to the API of the calling VM's provider.
-func metadataHandler(az *azure.Server, g *gce.Server) http.Handler {
+// API, Compute Engine paths to the GCE API, EC2 paths to the EC2 API, and
+// anything else (such as GET /) to the API of the calling VM's provider.
+func metadataHandler(az *azure.Server, g *gce.Server, ec2 *aws.Server) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch p := r.URL.Path; {
 		case strings.HasPrefix(p, "/metadata/"):
 			az.ServeHTTP(w, r)
 		case strings.HasPrefix(p, "/computeMetadata"):
 			g.ServeHTTP(w, r)
+		case p == "/latest" || strings.HasPrefix(p, "/latest/"):
+			ec2.ServeHTTP(w, r)
 		case g.Caller(r) != nil && g.Caller(r).Provider == forewarn.GCE:
 			g.ServeHTTP(w, r)
+		case ec2.Caller(r) != nil && ec2.Caller(r).Provider == forewarn.AWS:
+			ec2.ServeHTTP(w, r)
 		default:
 			az.ServeHTTP(w, r)
 		}

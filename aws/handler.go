@@ -1,0 +1,349 @@
+// Package aws serves the EC2 instance metadata service (IMDS) to a
+// fleet's aws VMs: IMDSv2 session tokens, the instance's keys, its
+// scheduled events, Spot interruption notices and rebalance
+// recommendations, and its Auto Scaling target lifecycle state, all
+// rendered from the engine's views. It also holds a Go client of that
+// service.
+//
+// docs/aws-wire.md records the wire facts it follows and their sources.
+package aws
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/forewarn/forewarn"
+	"github.com/forewarn/forewarn/engine"
+)
+
+// The IMDSv2 header names.
+const (
+	TokenHeader    = "X-aws-ec2-metadata-token"
+	TokenTTLHeader = "X-aws-ec2-metadata-token-ttl-seconds"
+)
+
+// tokenKey is TokenHeader as net/http keys a request's headers.
+var tokenKey = http.CanonicalHeaderKey(TokenHeader)
+
+// TokenPath is where a VM PUTs for a session token.
+const TokenPath = "/latest/api/token"
+
+// MaxTokenTTL is the longest session a token can ask for, six hours.
+const MaxTokenTTL = 21600
+
+var (
+	hdrServer = []string{"EC2ws"}
+	hdrText   = []string{"text/plain"}
+	hdrHTML   = []string{"text/html"}
+)
+
+// Server serves the EC2 instance metadata service to the fleet's aws VMs.
+type Server struct {
+	eng   *engine.Engine
+	index *forewarn.Index
+	log   *slog.Logger
+	// docs is keyed by VM name; the map is built once and only read.
+	docs map[string]*atomic.Pointer[doc]
+	// key signs session tokens: a token names no VM, its signature does.
+	key [32]byte
+}
+
+// NewServer returns a Server answering for eng's fleet. It renders every
+// aws VM's metadata now and again whenever the engine publishes a change.
+func NewServer(eng *engine.Engine, log *slog.Logger) *Server {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{eng: eng, index: forewarn.NewIndex(eng.Fleet()), log: log, docs: map[string]*atomic.Pointer[doc]{}}
+	_, _ = rand.Read(s.key[:]) // crypto/rand.Read never fails
+	statics := map[string]*static{}
+	for _, vm := range eng.Fleet().VMs {
+		if vm.Provider == forewarn.AWS {
+			s.docs[vm.Name] = new(atomic.Pointer[doc])
+			statics[vm.Name] = newStatic(vm)
+		}
+	}
+	eng.Subscribe(func(v *engine.View) {
+		if p := s.docs[v.VM.Name]; p != nil {
+			p.Store(render(v, statics[v.VM.Name]))
+		}
+	})
+	return s
+}
+
+// Caller returns the VM whose requests come from r's source address,
+// preferring the fleet's catch-all EC2 VM for unknown addresses, or nil.
+func (s *Server) Caller(r *http.Request) *forewarn.VM {
+	addr, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return nil
+	}
+	return s.index.Lookup(addr.Addr(), forewarn.AWS)
+}
+
+// connKey is the context key of the connection a request came on.
+type connKey struct{}
+
+// ConnContext records each connection in its requests' context, so that
+// the token PUT can set the IP TTL of its answer to the VM's hop limit.
+// Install it as the metadata http.Server's ConnContext.
+func ConnContext(ctx context.Context, c net.Conn) context.Context {
+	return context.WithValue(ctx, connKey{}, c)
+}
+
+// ServeHTTP serves everything under /latest/ and the version list at /.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h["Server"] = hdrServer
+	vm := s.Caller(r)
+	switch {
+	case vm == nil:
+		// Refused, not mistaken: close the connection after the answer,
+		// so that the caller holds nothing.
+		h.Set("Connection", "close")
+		writeError(w, http.StatusForbidden)
+		return
+	case vm.Provider != forewarn.AWS:
+		writeError(w, http.StatusNotFound)
+		return
+	}
+	d := s.docs[vm.Name].Load()
+	if d.gone {
+		// A terminated instance has no metadata service.
+		h.Set("Connection", "close")
+		writeError(w, http.StatusNotFound)
+		return
+	}
+	if r.URL.Path == TokenPath {
+		s.handleToken(w, r, vm, d)
+		return
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		h.Set("Allow", "GET, HEAD")
+		writeError(w, http.StatusMethodNotAllowed)
+		return
+	}
+	if tok, ok := r.Header[tokenKey]; ok || d.static.tokensRequired {
+		if !ok || len(tok) != 1 || !s.valid(vm, tok[0]) {
+			writeError(w, http.StatusUnauthorized)
+			return
+		}
+	}
+	b := lookup(d, r.URL.Path)
+	if b == nil {
+		writeError(w, http.StatusNotFound)
+		return
+	}
+	h["Content-Type"] = hdrText
+	h["Content-Length"] = []string{strconv.Itoa(len(b))}
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b)
+}
+
+// handleToken answers PUT /latest/api/token with a session token for vm,
+// valid for the seconds the TTL header asks, in a packet whose IP TTL is
+// the VM's hop limit.
+func (s *Server) handleToken(w http.ResponseWriter, r *http.Request, vm *forewarn.VM, d *doc) {
+	h := w.Header()
+	if r.Method != http.MethodPut {
+		h.Set("Allow", "PUT")
+		writeError(w, http.StatusMethodNotAllowed)
+		return
+	}
+	if len(r.Header.Values("X-Forwarded-For")) > 0 {
+		writeError(w, http.StatusForbidden)
+		return
+	}
+	vals := r.Header.Values(TokenTTLHeader)
+	ttl, err := 0, error(nil)
+	if len(vals) == 1 {
+		ttl, err = strconv.Atoi(strings.TrimSpace(vals[0]))
+	}
+	if len(vals) != 1 || err != nil || ttl < 1 || ttl > MaxTokenTTL {
+		writeError(w, http.StatusBadRequest)
+		return
+	}
+	tok := s.issue(vm, time.Now().Add(time.Duration(ttl)*time.Second))
+	if c, ok := r.Context().Value(connKey{}).(syscall.Conn); ok {
+		if err := setTTL(c, d.static.hopLimit); err != nil {
+			s.log.Warn("set the hop limit of a token answer", "vm", vm.Name, "err", err)
+		}
+	}
+	h["Content-Type"] = hdrText
+	h[TokenTTLHeader] = []string{strconv.Itoa(ttl)}
+	h["Content-Length"] = []string{strconv.Itoa(len(tok))}
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write([]byte(tok))
+}
+
+// setTTL sets the IP TTL (or IPv6 hop limit) of the socket under c.
+func setTTL(c syscall.Conn, ttl int) error {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	err = rc.Control(func(fd uintptr) {
+		serr = syscall.SetsockoptInt(int(fd), syscall.IPPROTO_IP, syscall.IP_TTL, ttl)
+		if serr != nil { // an IPv6 socket
+			serr = syscall.SetsockoptInt(int(fd), syscall.IPPROTO_IPV6, syscall.IPV6_UNICAST_HOPS, ttl)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	return serr
+}
+
+// tokenLen is a token's length in bytes before encoding: a version byte,
+// the expiry in Unix seconds, and a truncated signature.
+const tokenLen = 1 + 8 + 24
+
+// issue returns a token for vm that expires at exp. It is signed, not
+// stored: the server keeps nothing per token, so no caller can make it
+// hold more.
+func (s *Server) issue(vm *forewarn.VM, exp time.Time) string {
+	var b [tokenLen]byte
+	b[0] = 1
+	binary.BigEndian.PutUint64(b[1:9], uint64(exp.Unix()))
+	copy(b[9:], s.sign(vm, b[:9]))
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+func (s *Server) sign(vm *forewarn.VM, head []byte) []byte {
+	m := hmac.New(sha256.New, s.key[:])
+	m.Write(head)
+	m.Write([]byte(vm.Name))
+	return m.Sum(nil)[:tokenLen-9]
+}
+
+// valid reports whether tok is a token issued to vm that has not expired.
+func (s *Server) valid(vm *forewarn.VM, tok string) bool {
+	var b [tokenLen]byte
+	if base64.RawURLEncoding.EncodedLen(tokenLen) != len(tok) {
+		return false
+	}
+	if n, err := base64.RawURLEncoding.Decode(b[:], []byte(tok)); err != nil || n != tokenLen || b[0] != 1 {
+		return false
+	}
+	if !hmac.Equal(b[9:], s.sign(vm, b[:9])) {
+		return false
+	}
+	return time.Now().Unix() < int64(binary.BigEndian.Uint64(b[1:9]))
+}
+
+// lookup returns the answer to path in d, or nil for 404. A directory
+// answers with or without its final slash.
+func lookup(d *doc, path string) []byte {
+	if path == "/" {
+		return []byte("latest")
+	}
+	key, ok := strings.CutPrefix(path, "/latest")
+	if !ok {
+		return nil
+	}
+	key = strings.TrimSuffix(strings.TrimPrefix(key, "/"), "/")
+	st := d.static
+	switch key {
+	case "":
+		return []byte("dynamic\nmeta-data")
+	case "dynamic":
+		return []byte("instance-identity/")
+	case "dynamic/instance-identity":
+		return []byte("document")
+	case "dynamic/instance-identity/document":
+		return st.identity
+	case "meta-data":
+		return d.metaData
+	case "meta-data/ami-id":
+		return st.amiID
+	case "meta-data/hostname", "meta-data/local-hostname":
+		return st.hostname
+	case "meta-data/instance-id":
+		return st.instanceID
+	case "meta-data/instance-life-cycle":
+		return st.lifeCycle
+	case "meta-data/instance-type":
+		return st.instanceType
+	case "meta-data/local-ipv4":
+		return st.localIPv4
+	case "meta-data/mac":
+		return st.macAddr
+	case "meta-data/placement":
+		return []byte("availability-zone\nregion")
+	case "meta-data/placement/availability-zone":
+		return st.zone
+	case "meta-data/placement/region":
+		return st.region
+	case "meta-data/events":
+		return d.events
+	case "meta-data/events/maintenance":
+		return []byte("history\nscheduled")
+	case "meta-data/events/maintenance/scheduled":
+		return d.scheduled
+	case "meta-data/events/maintenance/history":
+		return d.history
+	case "meta-data/events/recommendations":
+		return d.recommendations
+	case "meta-data/events/recommendations/rebalance":
+		return d.rebalance
+	case "meta-data/spot":
+		return d.spot
+	case "meta-data/spot/instance-action":
+		return d.instanceAction
+	case "meta-data/spot/termination-time":
+		return d.termination
+	case "meta-data/autoscaling":
+		if d.lifecycle == nil {
+			return nil
+		}
+		return []byte("target-lifecycle-state")
+	case "meta-data/autoscaling/target-lifecycle-state":
+		return d.lifecycle
+	}
+	return nil
+}
+
+// errorPages holds the XHTML page EC2 answers each error status with.
+var errorPages = map[int][]byte{}
+
+func init() {
+	for _, status := range []int{400, 401, 403, 404, 405} {
+		errorPages[status] = fmt.Appendf(nil, `<?xml version="1.0" encoding="iso-8859-1"?>
+<!DOCTYPE html PUBLIC "-//W3C//DTD XHTML 1.0 Transitional//EN"
+	"http://www.w3.org/TR/xhtml1/DTD/xhtml1-transitional.dtd">
+<html xmlns="http://www.w3.org/1999/xhtml" xml:lang="en" lang="en">
+ <head>
+  <title>%[1]d - %[2]s</title>
+ </head>
+ <body>
+  <h1>%[1]d - %[2]s</h1>
+ </body>
+</html>
+`, status, http.StatusText(status))
+	}
+}
+
+// writeError answers with status and EC2's error page for it.
+func writeError(w http.ResponseWriter, status int) {
+	b := errorPages[status]
+	h := w.Header()
+	h["Content-Type"] = hdrHTML
+	h["Content-Length"] = []string{strconv.Itoa(len(b))}
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}

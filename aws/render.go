@@ -1,0 +1,262 @@
+package aws
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/forewarn/forewarn"
+	"github.com/forewarn/forewarn/engine"
+)
+
+// EventTime is the layout of the times in events/maintenance, such as
+// "21 Jan 2019 09:00:43 GMT".
+const EventTime = "2 Jan 2006 15:04:05 GMT"
+
+// doc is one EC2 VM's metadata as of one engine View: every answer
+// prepared, so that a GET only picks bytes. A doc is immutable.
+type doc struct {
+	static *static
+	// The keys that change with the VM's events; nil means 404.
+	scheduled, history          []byte
+	instanceAction, termination []byte
+	rebalance                   []byte
+	lifecycle                   []byte
+	// gone reports whether the VM is terminated: it answers nothing.
+	gone bool
+	// metaData is the meta-data/ listing, which names spot/ only while
+	// an interruption is due and events/recommendations/ only while a
+	// rebalance is recommended.
+	metaData, events, spot, recommendations []byte
+}
+
+// static holds the answers that never change for one VM.
+type static struct {
+	instanceID, instanceType, zone, region, localIPv4, hostname []byte
+	lifeCycle, amiID, macAddr, identity                         []byte
+	// tokensRequired reports httpTokens: required; hopLimit is the IP
+	// TTL of a token PUT's answer.
+	tokensRequired bool
+	hopLimit       int
+}
+
+// AMI is the image ID every Forewarn VM reports.
+const AMI = "ami-0f0f0f0f0f0f0f0f0"
+
+func newStatic(vm *forewarn.VM) *static {
+	ip := "127.0.0.1"
+	if vm.IP.IsValid() {
+		ip = vm.IP.String()
+	}
+	region := vm.Region()
+	host := "ip-" + strings.NewReplacer(".", "-", ":", "-").Replace(ip)
+	if region == "us-east-1" {
+		host += ".ec2.internal"
+	} else {
+		host += "." + region + ".compute.internal"
+	}
+	life := "on-demand"
+	if vm.Spot {
+		life = "spot"
+	}
+	identity, _ := json.MarshalIndent(struct {
+		AccountID        string `json:"accountId"`
+		Architecture     string `json:"architecture"`
+		AvailabilityZone string `json:"availabilityZone"`
+		ImageID          string `json:"imageId"`
+		InstanceID       string `json:"instanceId"`
+		InstanceType     string `json:"instanceType"`
+		PendingTime      string `json:"pendingTime"`
+		PrivateIP        string `json:"privateIp"`
+		Region           string `json:"region"`
+		Version          string `json:"version"`
+	}{"123456789012", "x86_64", vm.Zone, AMI, vm.InstanceID, vm.MachineType, "2024-01-01T00:00:00Z", ip, region, "2017-09-30"}, "", "  ")
+	return &static{
+		instanceID: []byte(vm.InstanceID), instanceType: []byte(vm.MachineType), zone: []byte(vm.Zone),
+		region: []byte(region), localIPv4: []byte(ip), hostname: []byte(host), lifeCycle: []byte(life),
+		amiID: []byte(AMI), macAddr: []byte(mac(vm.InstanceID)), identity: identity,
+		tokensRequired: vm.HTTPTokens == "required", hopLimit: max(vm.HopLimit, 1),
+	}
+}
+
+// mac returns a stable locally administered MAC address for an instance.
+func mac(id string) string {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(id); i++ {
+		h = (h ^ uint64(id[i])) * 1099511628211
+	}
+	b := []byte{0x0e, byte(h >> 32), byte(h >> 24), byte(h >> 16), byte(h >> 8), byte(h)}
+	var s strings.Builder
+	for i, x := range b {
+		if i > 0 {
+			s.WriteByte(':')
+		}
+		s.WriteString(strconv.FormatUint(uint64(x)|0x100, 16)[1:])
+	}
+	return s.String()
+}
+
+// scheduledEvent is one entry of events/maintenance/scheduled and
+// history, with the field order EC2's own documentation shows.
+type scheduledEvent struct {
+	NotBefore         string `json:"NotBefore"`
+	Code              string `json:"Code"`
+	Description       string `json:"Description"`
+	EventID           string `json:"EventId"`
+	NotAfter          string `json:"NotAfter"`
+	NotBeforeDeadline string `json:"NotBeforeDeadline,omitempty"`
+	State             string `json:"State"`
+}
+
+// EventID returns the EC2 event ID of the Forewarn event id:
+// instance-event- and 17 hex digits of the GUID, stable in every state.
+func EventID(id string) string {
+	hex := strings.ToLower(strings.ReplaceAll(id, "-", ""))
+	if len(hex) > 17 {
+		hex = hex[:17]
+	}
+	return "instance-event-" + hex
+}
+
+// defaultDescription is what EC2 says of each scheduled event code when
+// the operator gave no description.
+func defaultDescription(t forewarn.EventType) string {
+	switch t {
+	case forewarn.InstanceReboot:
+		return "scheduled reboot"
+	case forewarn.SystemReboot:
+		return "scheduled reboot"
+	case forewarn.SystemMaintenance:
+		return "scheduled system maintenance"
+	case forewarn.InstanceRetirement:
+		return "The instance is running on degraded hardware"
+	case forewarn.InstanceStop:
+		return "The instance is scheduled to stop"
+	}
+	return string(t)
+}
+
+// entry renders ev as EC2 lists it. The window's NotBefore is kept once
+// the event starts (the engine clears its own NotBefore then).
+func entry(ev *forewarn.Event) scheduledEvent {
+	start := ev.NotBefore
+	if start.IsZero() {
+		start = ev.StartedAt
+	}
+	desc := ev.Description
+	if desc == "" {
+		desc = defaultDescription(ev.Type)
+	}
+	state := "active"
+	switch ev.Status {
+	case forewarn.Completed:
+		state, desc = "completed", "[Completed] "+desc
+	case forewarn.Canceled:
+		state, desc = "canceled", "[Canceled] "+desc
+	}
+	e := scheduledEvent{
+		NotBefore: start.UTC().Format(EventTime), Code: string(ev.Type), Description: desc,
+		EventID: EventID(ev.ID), NotAfter: start.Add(ev.Lasts).UTC().Format(EventTime), State: state,
+	}
+	if !ev.Deadline.IsZero() {
+		e.NotBeforeDeadline = ev.Deadline.UTC().Format(EventTime)
+	}
+	return e
+}
+
+// eventList renders evs as a JSON array, [] when there are none.
+func eventList(evs []*forewarn.Event, keep func(*forewarn.Event) bool) []byte {
+	list := []scheduledEvent{}
+	for _, ev := range evs {
+		if ev.Type.EC2() && keep(ev) {
+			list = append(list, entry(ev))
+		}
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(list) // strings and slices always encode
+	return bytes.TrimRight(b.Bytes(), "\n")
+}
+
+// render builds the doc of v's VM, reusing st.
+func render(v *engine.View, st *static) *doc {
+	d := &doc{static: st, gone: v.Deleted}
+	d.scheduled = eventList(v.Events, func(ev *forewarn.Event) bool { return v.Own(ev) })
+	d.history = eventList(v.History, func(*forewarn.Event) bool { return true })
+	vm := v.VM
+	for _, ev := range v.Events {
+		if !v.Own(ev) {
+			continue
+		}
+		switch {
+		case ev.Type == forewarn.Preempt && ev.Action != "":
+			// The rebalance recommendation comes as the interruption is
+			// decided; the interruption notice its lead before the action.
+			d.rebalance = fmt.Appendf(nil, `{"noticeTime":"%s"}`, ev.Created.UTC().Format(time.RFC3339))
+			if ev.Status == forewarn.Started || !ev.WarnedAt.IsZero() {
+				at := ev.NotBefore
+				if at.IsZero() {
+					at = ev.StartedAt
+				}
+				ts := at.UTC().Format(time.RFC3339)
+				d.instanceAction = fmt.Appendf(nil, `{"action":"%s","time":"%s"}`, ev.Action, ts)
+				if ev.Action != "hibernate" {
+					d.termination = []byte(ts)
+				}
+			}
+		case ev.Type == forewarn.Terminate && vm.AutoScalingGroup != "":
+			d.lifecycle = []byte("Terminated")
+		}
+	}
+	if vm.AutoScalingGroup != "" && d.lifecycle == nil {
+		d.lifecycle = []byte(cmp.Or(vm.WarmPool, "InService"))
+	}
+	d.metaData = listing(metaDataKeys(vm, d))
+	d.events = listing(eventKeys(d))
+	if d.instanceAction != nil {
+		d.spot = listing(spotKeys(d))
+	}
+	if d.rebalance != nil {
+		d.recommendations = []byte("rebalance")
+	}
+	return d
+}
+
+// listing renders a directory's names, one per line, without a final
+// newline, as EC2 does.
+func listing(names []string) []byte { return []byte(strings.Join(names, "\n")) }
+
+// metaDataKeys lists meta-data/ for vm as d shows it, in EC2's
+// alphabetical order; directories end in a slash.
+func metaDataKeys(vm *forewarn.VM, d *doc) []string {
+	keys := []string{"ami-id"}
+	if vm.AutoScalingGroup != "" {
+		keys = append(keys, "autoscaling/")
+	}
+	keys = append(keys, "events/", "hostname", "instance-id", "instance-life-cycle", "instance-type",
+		"local-hostname", "local-ipv4", "mac", "placement/")
+	if d.instanceAction != nil {
+		keys = append(keys, "spot/")
+	}
+	return keys
+}
+
+func eventKeys(d *doc) []string {
+	if d.rebalance != nil {
+		return []string{"maintenance/", "recommendations/"}
+	}
+	return []string{"maintenance/"}
+}
+
+func spotKeys(d *doc) []string {
+	if d.termination != nil {
+		return []string{"instance-action", "termination-time"}
+	}
+	return []string{"instance-action"}
+}
