@@ -121,6 +121,50 @@ func (c *Client) Evict(ctx context.Context, name string) (*forewarn.Event, error
 	return c.event(ctx, http.MethodPost, "/v1/vms/"+url.PathEscape(name)+"/evict")
 }
 
+// EvictWith is Evict with options: an EC2 Spot VM's interruption after
+// notice (at least two minutes), and how long the VM takes to stop or
+// terminate (lasts); zero values take the defaults.
+// Errors: as Evict, and EINVALID for a notice on a VM that is not EC2.
+func (c *Client) EvictWith(ctx context.Context, name string, notice, lasts time.Duration) (*forewarn.Event, error) {
+	return c.vmOptions(ctx, name, "evict", notice, lasts)
+}
+
+// DeleteWith is Delete with how long the Terminate stays Started (lasts),
+// 0 meaning the default.
+// Errors: as Delete.
+func (c *Client) DeleteWith(ctx context.Context, name string, lasts time.Duration) (*forewarn.Event, error) {
+	return c.vmOptions(ctx, name, "delete", 0, lasts)
+}
+
+func (c *Client) vmOptions(ctx context.Context, name, action string, notice, lasts time.Duration) (*forewarn.Event, error) {
+	var req vmRequest
+	if notice != 0 {
+		req.Notice = notice.String()
+	}
+	if lasts != 0 {
+		req.Lasts = lasts.String()
+	}
+	var ev forewarn.Event
+	if err := c.do(ctx, http.MethodPost, "/v1/vms/"+url.PathEscape(name)+"/"+action, req, &ev); err != nil {
+		return nil, err
+	}
+	return &ev, nil
+}
+
+// Reschedule moves the EC2 scheduled event id to start at notBefore,
+// and returns it as it now is.
+// Errors: ENOTFOUND, EINVALID for an event that is not an EC2 scheduled
+// event or a time in the past or after its NotBeforeDeadline, ECONFLICT
+// for an event that is not Scheduled.
+func (c *Client) Reschedule(ctx context.Context, id string, notBefore time.Time) (*forewarn.Event, error) {
+	var ev forewarn.Event
+	req := rescheduleRequest{NotBefore: notBefore.UTC().Format(time.RFC3339)}
+	if err := c.do(ctx, http.MethodPost, "/v1/events/"+url.PathEscape(id)+"/reschedule", req, &ev); err != nil {
+		return nil, err
+	}
+	return &ev, nil
+}
+
 // StartVM starts again the Compute Engine VM named name, stopped by a
 // preemption, and returns it as it is now.
 // Errors: ENOTFOUND for an unknown VM, EINVALID for an Azure VM,

@@ -89,10 +89,19 @@ type scaleSetsResponse struct {
 }
 
 // vmRequest is the optional body of POST /v1/vms/{name}/restart,
-// /redeploy and /degrade.
+// /redeploy, /degrade, /evict and /delete.
 type vmRequest struct {
 	// Notice is a Go duration string; empty means the type's minimum.
 	Notice string `json:"notice,omitempty"`
+	// Lasts is a Go duration string: how long the event raised stays
+	// Started (evict and delete); empty means the default.
+	Lasts string `json:"lasts,omitempty"`
+}
+
+// rescheduleRequest is the body of POST /v1/events/{id}/reschedule.
+type rescheduleRequest struct {
+	// NotBefore is the new NotBefore, RFC 3339.
+	NotBefore string `json:"notBefore"`
 }
 
 // eventsResponse is the body of GET /v1/events.
@@ -167,6 +176,7 @@ func NewServer(eng *engine.Engine, log *slog.Logger) *Server {
 	s.mux.HandleFunc("GET /v1/vms", s.handleListVMs)
 	s.mux.HandleFunc("POST /v1/vms/{name}/restart", s.handleRestart)
 	s.mux.HandleFunc("POST /v1/vms/{name}/redeploy", s.handleRedeploy)
+	s.mux.HandleFunc("POST /v1/events/{id}/reschedule", s.handleReschedule)
 	s.mux.HandleFunc("POST /v1/vms/{name}/evict", s.handleEvict)
 	s.mux.HandleFunc("POST /v1/vms/{name}/start", s.handleStartVM)
 	s.mux.HandleFunc("POST /v1/vms/{name}/delete", s.handleDelete)
@@ -323,6 +333,25 @@ func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
 	s.act(w, r, s.eng.Cancel(r.Context(), r.PathValue("id")))
 }
 
+// handleReschedule moves an EC2 scheduled event to a new NotBefore.
+func (s *Server) handleReschedule(w http.ResponseWriter, r *http.Request) {
+	var req rescheduleRequest
+	if err := decode(w, r, &req, false); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if req.NotBefore == "" {
+		s.writeError(w, r, forewarn.Errorf(forewarn.EINVALID, "notBefore is required"))
+		return
+	}
+	at, err := time.Parse(time.RFC3339, req.NotBefore)
+	if err != nil {
+		s.writeError(w, r, forewarn.Errorf(forewarn.EINVALID, "notBefore %q is not an RFC 3339 time such as 2026-01-02T15:04:05Z", req.NotBefore))
+		return
+	}
+	s.act(w, r, s.eng.Reschedule(r.Context(), r.PathValue("id"), at))
+}
+
 // act answers an event action: the error err, or the event as it now is.
 func (s *Server) act(w http.ResponseWriter, r *http.Request, err error) {
 	if err != nil {
@@ -397,7 +426,12 @@ func (s *Server) handleRestart(w http.ResponseWriter, r *http.Request) {
 
 // handleEvict preempts a Spot or preemptible VM.
 func (s *Server) handleEvict(w http.ResponseWriter, r *http.Request) {
-	ev, err := s.eng.Evict(r.Context(), r.PathValue("name"))
+	o, err := vmOptions(w, r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	ev, err := s.eng.EvictWith(r.Context(), r.PathValue("name"), o)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -477,12 +511,34 @@ func parseTimeout(v string) (time.Duration, error) {
 
 // handleDelete deletes a scale set VM as a scale-in does.
 func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
-	ev, err := s.eng.Delete(r.Context(), r.PathValue("name"))
+	o, err := vmOptions(w, r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	ev, err := s.eng.DeleteWith(r.Context(), r.PathValue("name"), o)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	s.writeJSON(w, r, http.StatusCreated, ev)
+}
+
+// vmOptions reads the optional vmRequest body of evict and delete.
+func vmOptions(w http.ResponseWriter, r *http.Request) (engine.VMOptions, error) {
+	var req vmRequest
+	if err := decode(w, r, &req, true); err != nil {
+		return engine.VMOptions{}, err
+	}
+	notice, err := parseDuration("notice", req.Notice)
+	if err != nil {
+		return engine.VMOptions{}, err
+	}
+	lasts, err := parseDuration("lasts", req.Lasts)
+	if err != nil {
+		return engine.VMOptions{}, err
+	}
+	return engine.VMOptions{Notice: notice, Lasts: lasts}, nil
 }
 
 // handleDegrade raises the Platform Redeploy of a predicted hardware

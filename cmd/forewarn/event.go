@@ -16,7 +16,8 @@ import (
 const (
 	eventCreateSynopsis = "--type T --vm NAME [--vm NAME ...] [--notice D] [--duration S] [--source User|Platform] [--description TEXT] [--lasts D] [--started]"
 	eventListSynopsis   = "[--json]"
-	eventActionSynopsis = "ID"
+	eventActionSynopsis     = "ID"
+	eventRescheduleSynopsis = "ID --not-before TIME"
 )
 
 const eventUsage = `usage: forewarn event <command> [arguments]
@@ -28,6 +29,8 @@ commands:
   start     ID    start a Scheduled event now
   complete  ID    end a Started event now
   cancel    ID    withdraw a Scheduled event
+  reschedule ` + eventRescheduleSynopsis + `
+                  move an EC2 scheduled event (TIME: RFC 3339, or a duration from now)
 
 Every command takes --server URL (default $` + serverEnv + `, else ` + defaultServer + `).
 Run 'forewarn event <command> -h' for a command's flags.
@@ -46,6 +49,8 @@ func runEvent(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return eventList(ctx, args[1:], stdout, stderr)
 	case "approve", "start", "complete", "cancel":
 		return eventAction(ctx, args[0], args[1:], stdout, stderr)
+	case "reschedule":
+		return eventReschedule(ctx, args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, eventUsage)
 		return 0
@@ -64,7 +69,7 @@ func eventCreate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		duration          intFlag
 		started           bool
 	)
-	c.fs.StringVar(&typ, "type", "", "event `type`: Freeze, Reboot, Redeploy, Preempt or Terminate (required)")
+	c.fs.StringVar(&typ, "type", "", "event `type`: Freeze, Reboot, Redeploy, Preempt or Terminate; MIGRATE_ON_HOST_MAINTENANCE or\nTERMINATE_ON_HOST_MAINTENANCE (gce); instance-reboot, system-reboot, system-maintenance,\ninstance-retirement or instance-stop (aws) (required)")
 	c.fs.Var(&vms, "vm", "`name` of an affected VM; repeat for several (required)")
 	c.fs.Var(&notice, "notice", "`duration` from now to NotBefore (default the type's minimum)")
 	c.fs.Var(&duration, "duration", "announced impact in `seconds` (default -1, unknown)")
@@ -162,6 +167,36 @@ func eventAction(ctx context.Context, action string, args []string, stdout, stde
 			return err
 		}
 		fmt.Fprintf(stdout, "event %s is %s\n", ev.ID, ev.Status)
+		return nil
+	})
+}
+
+// eventReschedule moves an EC2 scheduled event and prints its new
+// NotBefore.
+func eventReschedule(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	c := newCommand("event reschedule", eventRescheduleSynopsis)
+	notBefore := c.fs.String("not-before", "", "new NotBefore: an RFC 3339 `time` (2026-01-02T15:04:05Z) or a duration from now (36h) (required)")
+	return c.run(args, stderr, func(pos []string) error {
+		id, err := oneArg(pos, "event ID")
+		if err != nil {
+			return err
+		}
+		if *notBefore == "" {
+			return usagef("missing --not-before")
+		}
+		at, err := time.Parse(time.RFC3339, *notBefore)
+		if err != nil {
+			d, derr := time.ParseDuration(*notBefore)
+			if derr != nil || d <= 0 {
+				return usagef("--not-before %q is neither an RFC 3339 time (2026-01-02T15:04:05Z) nor a positive duration (36h)", *notBefore)
+			}
+			at = time.Now().Add(d)
+		}
+		ev, err := c.client().Reschedule(ctx, id, at)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "event %s starts at %s\n", ev.ID, ev.NotBefore.UTC().Format(time.RFC3339))
 		return nil
 	})
 }

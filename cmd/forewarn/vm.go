@@ -17,6 +17,8 @@ const (
 	vmListSynopsis   = "[--json]"
 	vmActionSynopsis = "NAME [--notice D]"
 	vmNameSynopsis   = "NAME"
+	vmEvictSynopsis  = "NAME [--notice D] [--lasts D]"
+	vmDeleteSynopsis = "NAME [--lasts D]"
 )
 
 const vmUsage = `usage: forewarn vm <command> [arguments]
@@ -25,9 +27,12 @@ commands:
   list      ` + vmListSynopsis + `
   restart   ` + vmActionSynopsis + `    raise a User Reboot of the VM
   redeploy  ` + vmActionSynopsis + `    raise a User Redeploy of the VM
-  evict     NAME                 preempt a Spot or preemptible VM
-  start     NAME                 start again a GCE VM that a preemption stopped
-  delete    NAME                 delete a scale set VM, as a scale-in does
+  evict     ` + vmEvictSynopsis + `
+                                 preempt a Spot or preemptible VM (--notice: EC2 only)
+  start     NAME                 start again a GCE or EC2 VM that a preemption stopped
+  delete    ` + vmDeleteSynopsis + `
+                                 delete a scale set VM or scale in an Auto Scaling
+                                 member
   degrade   ` + vmActionSynopsis + `    raise the Platform Redeploy of a predicted hardware
                                  failure (default notice 7 days)
 
@@ -154,18 +159,30 @@ func vmAction(ctx context.Context, action string, args []string, stdout, stderr 
 // vmRemove preempts a Spot or preemptible VM (evict) or deletes a scale
 // set VM (delete), and prints the Preempt or Terminate event's ID alone.
 func vmRemove(ctx context.Context, action string, args []string, stdout, stderr io.Writer) int {
-	c := newCommand("vm "+action, vmNameSynopsis)
+	synopsis := vmEvictSynopsis
+	if action == "delete" {
+		synopsis = vmDeleteSynopsis
+	}
+	c := newCommand("vm "+action, synopsis)
+	var notice, lasts durationFlag
+	if action == "evict" {
+		c.fs.Var(&notice, "notice", "`duration` from now to an EC2 Spot VM's interruption; its notice comes 2m before (default 2m)")
+		c.fs.Var(&lasts, "lasts", "`duration` the VM takes to stop or terminate once preempted (default 30s on GCE and EC2)")
+	} else {
+		c.fs.Var(&lasts, "lasts", "`duration` the Terminate stays Started before the VM is gone (default per type; 2m for EC2)")
+	}
 	return c.run(args, stderr, func(pos []string) error {
 		name, err := oneArg(pos, "VM name")
 		if err != nil {
 			return err
 		}
 		cl := c.client()
-		do := cl.Evict
+		var ev *forewarn.Event
 		if action == "delete" {
-			do = cl.Delete
+			ev, err = cl.DeleteWith(ctx, name, lasts.d)
+		} else {
+			ev, err = cl.EvictWith(ctx, name, notice.d, lasts.d)
 		}
-		ev, err := do(ctx, name)
 		if err != nil {
 			return err
 		}
