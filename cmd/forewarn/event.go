@@ -14,8 +14,8 @@ import (
 )
 
 const (
-	eventCreateSynopsis = "--type T --vm NAME [--vm NAME ...] [--notice D] [--duration S] [--source User|Platform] [--description TEXT] [--lasts D] [--started]"
-	eventListSynopsis   = "[--json]"
+	eventCreateSynopsis     = "--type T --vm NAME [--vm NAME ...] [--notice D] [--duration S] [--source User|Platform] [--description TEXT] [--lasts D] [--started]"
+	eventListSynopsis       = "[--json]"
 	eventActionSynopsis     = "ID"
 	eventRescheduleSynopsis = "ID --not-before TIME"
 )
