@@ -184,7 +184,7 @@ func (s *Server) handleToken(w http.ResponseWriter, r *http.Request, vm *forewar
 		}
 	}
 	h["Content-Type"] = hdrText
-	h[TokenTTLHeader] = []string{strconv.Itoa(ttl)}
+	h.Set(TokenTTLHeader, strconv.Itoa(ttl))
 	h["Content-Length"] = []string{strconv.Itoa(len(tok))}
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write([]byte(tok))

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -140,13 +141,18 @@ func defaultDescription(t forewarn.EventType) string {
 	return string(t)
 }
 
-// entry renders ev as EC2 lists it. The window's NotBefore is kept once
-// the event starts (the engine clears its own NotBefore then).
-func entry(ev *forewarn.Event) scheduledEvent {
-	start := ev.NotBefore
-	if start.IsZero() {
-		start = ev.StartedAt
+// windowStart returns when ev's maintenance window opens: its NotBefore,
+// which the engine clears once the event starts, or its start.
+func windowStart(ev *forewarn.Event) time.Time {
+	if ev.NotBefore.IsZero() {
+		return ev.StartedAt
 	}
+	return ev.NotBefore
+}
+
+// entry renders ev as EC2 lists it.
+func entry(ev *forewarn.Event) scheduledEvent {
+	start := windowStart(ev)
 	desc := ev.Description
 	if desc == "" {
 		desc = defaultDescription(ev.Type)
@@ -168,13 +174,24 @@ func entry(ev *forewarn.Event) scheduledEvent {
 	return e
 }
 
-// eventList renders evs as a JSON array, [] when there are none.
+// eventList renders the EC2 scheduled events of evs that keep keeps as a
+// JSON array, earliest NotBefore first; [] when there are none.
 func eventList(evs []*forewarn.Event, keep func(*forewarn.Event) bool) []byte {
-	list := []scheduledEvent{}
+	var sel []*forewarn.Event
 	for _, ev := range evs {
 		if ev.Type.EC2() && keep(ev) {
-			list = append(list, entry(ev))
+			sel = append(sel, ev)
 		}
+	}
+	slices.SortStableFunc(sel, func(a, b *forewarn.Event) int {
+		if c := windowStart(a).Compare(windowStart(b)); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	list := make([]scheduledEvent, 0, len(sel))
+	for _, ev := range sel {
+		list = append(list, entry(ev))
 	}
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
@@ -184,11 +201,19 @@ func eventList(evs []*forewarn.Event, keep func(*forewarn.Event) bool) []byte {
 	return bytes.TrimRight(b.Bytes(), "\n")
 }
 
+// MaxHistory is how many ended events events/maintenance/history lists:
+// the newest.
+const MaxHistory = 100
+
 // render builds the doc of v's VM, reusing st.
 func render(v *engine.View, st *static) *doc {
 	d := &doc{static: st, gone: v.Deleted}
 	d.scheduled = eventList(v.Events, func(ev *forewarn.Event) bool { return v.Own(ev) })
-	d.history = eventList(v.History, func(*forewarn.Event) bool { return true })
+	hist := v.History
+	if len(hist) > MaxHistory {
+		hist = hist[len(hist)-MaxHistory:] // the newest, by creation
+	}
+	d.history = eventList(hist, func(*forewarn.Event) bool { return true })
 	vm := v.VM
 	for _, ev := range v.Events {
 		if !v.Own(ev) {
