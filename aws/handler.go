@@ -148,8 +148,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound)
 		return
 	}
+	// net/http sets Content-Length itself for an answer this small.
 	h["Content-Type"] = hdrText
-	h["Content-Length"] = []string{strconv.Itoa(len(b))}
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(b)
 }
@@ -246,11 +246,22 @@ func (s *Server) valid(vm *forewarn.VM, tok string) bool {
 	return time.Now().Unix() < int64(binary.BigEndian.Uint64(b[1:9]))
 }
 
+// The fixed listings.
+var (
+	lsRoot        = []byte("latest")
+	lsLatest      = []byte("dynamic\nmeta-data")
+	lsDynamic     = []byte("instance-identity/")
+	lsIdentity    = []byte("document")
+	lsPlacement   = []byte("availability-zone\nregion")
+	lsMaintenance = []byte("history\nscheduled")
+	lsAutoscaling = []byte("target-lifecycle-state")
+)
+
 // lookup returns the answer to path in d, or nil for 404. A directory
 // answers with or without its final slash.
 func lookup(d *doc, path string) []byte {
 	if path == "/" {
-		return []byte("latest")
+		return lsRoot
 	}
 	key, ok := strings.CutPrefix(path, "/latest")
 	if !ok {
@@ -260,11 +271,11 @@ func lookup(d *doc, path string) []byte {
 	st := d.static
 	switch key {
 	case "":
-		return []byte("dynamic\nmeta-data")
+		return lsLatest
 	case "dynamic":
-		return []byte("instance-identity/")
+		return lsDynamic
 	case "dynamic/instance-identity":
-		return []byte("document")
+		return lsIdentity
 	case "dynamic/instance-identity/document":
 		return st.identity
 	case "meta-data":
@@ -284,7 +295,7 @@ func lookup(d *doc, path string) []byte {
 	case "meta-data/mac":
 		return st.macAddr
 	case "meta-data/placement":
-		return []byte("availability-zone\nregion")
+		return lsPlacement
 	case "meta-data/placement/availability-zone":
 		return st.zone
 	case "meta-data/placement/region":
@@ -292,7 +303,7 @@ func lookup(d *doc, path string) []byte {
 	case "meta-data/events":
 		return d.events
 	case "meta-data/events/maintenance":
-		return []byte("history\nscheduled")
+		return lsMaintenance
 	case "meta-data/events/maintenance/scheduled":
 		return d.scheduled
 	case "meta-data/events/maintenance/history":
@@ -311,7 +322,7 @@ func lookup(d *doc, path string) []byte {
 		if d.lifecycle == nil {
 			return nil
 		}
-		return []byte("target-lifecycle-state")
+		return lsAutoscaling
 	case "meta-data/autoscaling/target-lifecycle-state":
 		return d.lifecycle
 	}
