@@ -342,8 +342,8 @@ func TestExampleFleet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(f.VMs) != 13 {
-		t.Fatalf("%d VMs, want 13", len(f.VMs))
+	if len(f.VMs) != 17 {
+		t.Fatalf("%d VMs, want 17", len(f.VMs))
 	}
 	addrs := map[netip.Addr]bool{}
 	for _, vm := range f.VMs {
@@ -360,6 +360,10 @@ func TestExampleFleet(t *testing.T) {
 		"FrontEnd_IN_1": {Name: "FrontEnd_IN_1", IP: netip.MustParseAddr("127.0.0.20"), Provider: forewarn.Azure, CloudService: "frontend", UpdateDomain: 1},
 		"gce-gpu-0": {Name: "gce-gpu-0", IP: netip.MustParseAddr("127.0.0.22"), Provider: forewarn.GCE, GPU: true, OnHostMaintenance: "TERMINATE",
 			Zone: "us-central1-c", MachineType: "a2-highgpu-1g", Project: "forewarn-project"},
+		"ec2-spot-0": {Name: "ec2-spot-0", IP: netip.MustParseAddr("127.0.0.32"), Provider: forewarn.AWS, InstanceID: fleetfile.DefaultInstanceID("ec2-spot-0"),
+			Zone: "us-east-1a", MachineType: "m5.large", Spot: true, SpotInterruptionBehavior: "stop", HTTPTokens: "optional", HopLimit: 1},
+		"ec2-asg-1": {Name: "ec2-asg-1", IP: netip.MustParseAddr("127.0.0.34"), Provider: forewarn.AWS, InstanceID: fleetfile.DefaultInstanceID("ec2-asg-1"),
+			Zone: "us-east-1a", MachineType: "m5.large", AutoScalingGroup: "web", WarmPool: "Warmed:Stopped", HTTPTokens: "optional", HopLimit: 1},
 	} {
 		if vm := f.VM(name); vm == nil || *vm != want {
 			t.Errorf("%s:\n got %+v\nwant %+v", name, vm, want)
