@@ -143,6 +143,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	s.eng.NoteRequest(vm.Name) // the operator's last call; at most an hourly write
 	b := lookup(d, r.URL.Path)
 	if b == nil {
 		writeError(w, http.StatusNotFound)
