@@ -132,16 +132,25 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.handleToken(w, r, vm, d)
 		return
 	}
+	if strings.HasSuffix(r.URL.Path, "/api/token") && r.Method == http.MethodPut {
+		writeError(w, http.StatusForbidden) // a versioned token path
+		return
+	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		h.Set("Allow", "GET, HEAD")
-		writeError(w, http.StatusMethodNotAllowed)
+		notAllowed(w, "GET, HEAD")
 		return
 	}
 	if tok, ok := r.Header[tokenKey]; ok || d.static.tokensRequired {
-		if !ok || len(tok) != 1 || !s.valid(vm, tok[0]) {
+		left := int64(-1)
+		if ok && len(tok) == 1 {
+			left = s.remaining(vm, tok[0])
+		}
+		if left < 0 {
 			writeError(w, http.StatusUnauthorized)
 			return
 		}
+		// The token's remaining life, which clients use to renew it.
+		h.Set(TokenTTLHeader, strconv.FormatInt(left, 10))
 	}
 	s.eng.NoteRequest(vm.Name) // the operator's last call; at most an hourly write
 	b := lookup(d, r.URL.Path)
@@ -161,8 +170,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleToken(w http.ResponseWriter, r *http.Request, vm *forewarn.VM, d *doc) {
 	h := w.Header()
 	if r.Method != http.MethodPut {
-		h.Set("Allow", "PUT")
-		writeError(w, http.StatusMethodNotAllowed)
+		notAllowed(w, "OPTIONS, PUT")
 		return
 	}
 	if len(r.Header.Values("X-Forwarded-For")) > 0 {
@@ -211,8 +219,9 @@ func setTTL(c syscall.Conn, ttl int) error {
 }
 
 // tokenLen is a token's length in bytes before encoding: a version byte,
-// the expiry in Unix seconds, and a truncated signature.
-const tokenLen = 1 + 8 + 24
+// the expiry in Unix seconds, and a truncated signature. Encoded, it is
+// 56 characters of URL-safe base64, as EC2's tokens are.
+const tokenLen = 1 + 8 + 31
 
 // issue returns a token for vm that expires at exp. It is signed, not
 // stored: the server keeps nothing per token, so no caller can make it
@@ -222,7 +231,7 @@ func (s *Server) issue(vm *forewarn.VM, exp time.Time) string {
 	b[0] = 1
 	binary.BigEndian.PutUint64(b[1:9], uint64(exp.Unix()))
 	copy(b[9:], s.sign(vm, b[:9]))
-	return base64.RawURLEncoding.EncodeToString(b[:])
+	return base64.URLEncoding.EncodeToString(b[:])
 }
 
 func (s *Server) sign(vm *forewarn.VM, head []byte) []byte {
@@ -232,19 +241,25 @@ func (s *Server) sign(vm *forewarn.VM, head []byte) []byte {
 	return m.Sum(nil)[:tokenLen-9]
 }
 
-// valid reports whether tok is a token issued to vm that has not expired.
-func (s *Server) valid(vm *forewarn.VM, tok string) bool {
-	var b [tokenLen]byte
-	if base64.RawURLEncoding.EncodedLen(tokenLen) != len(tok) {
-		return false
+// remaining returns the whole seconds left of tok, a token issued to vm,
+// or -1 when tok is not one or has expired.
+func (s *Server) remaining(vm *forewarn.VM, tok string) int64 {
+	// Decode needs room for whole quanta, padding included: 42 bytes.
+	var b [(tokenLen + 2) / 3 * 3]byte
+	if base64.URLEncoding.EncodedLen(tokenLen) != len(tok) {
+		return -1
 	}
-	if n, err := base64.RawURLEncoding.Decode(b[:], []byte(tok)); err != nil || n != tokenLen || b[0] != 1 {
-		return false
+	if n, err := base64.URLEncoding.Decode(b[:], []byte(tok)); err != nil || n != tokenLen || b[0] != 1 {
+		return -1
 	}
-	if !hmac.Equal(b[9:], s.sign(vm, b[:9])) {
-		return false
+	if !hmac.Equal(b[9:tokenLen], s.sign(vm, b[:9])) {
+		return -1
 	}
-	return time.Now().Unix() < int64(binary.BigEndian.Uint64(b[1:9]))
+	left := time.Until(time.Unix(int64(binary.BigEndian.Uint64(b[1:9])), 0))
+	if left <= 0 {
+		return -1
+	}
+	return int64(left / time.Second)
 }
 
 // The fixed listings.
@@ -330,24 +345,38 @@ func lookup(d *doc, path string) []byte {
 	return nil
 }
 
-// errorPages holds the XHTML page EC2 answers each error status with.
+// errorPages holds the XHTML page EC2 answers each error status with:
+// its 404 page byte for byte, and the same page titled for the others
+// (docs/aws-wire.md, section 2).
 var errorPages = map[int][]byte{}
 
 func init() {
-	for _, status := range []int{400, 401, 403, 404, 405} {
+	for status, title := range map[int]string{
+		400: "400 - Missing or Invalid Parameters", 401: "401 - Unauthorized",
+		403: "403 - Forbidden", 404: "404 - Not Found",
+	} {
 		errorPages[status] = fmt.Appendf(nil, `<?xml version="1.0" encoding="iso-8859-1"?>
 <!DOCTYPE html PUBLIC "-//W3C//DTD XHTML 1.0 Transitional//EN"
-	"http://www.w3.org/TR/xhtml1/DTD/xhtml1-transitional.dtd">
+		 "http://www.w3.org/TR/xhtml1/DTD/xhtml1-transitional.dtd">
 <html xmlns="http://www.w3.org/1999/xhtml" xml:lang="en" lang="en">
  <head>
-  <title>%[1]d - %[2]s</title>
+  <title>%[1]s</title>
  </head>
  <body>
-  <h1>%[1]d - %[2]s</h1>
+  <h1>%[1]s</h1>
  </body>
 </html>
-`, status, http.StatusText(status))
+`, title)
 	}
+}
+
+// notAllowed answers 405 as EC2 does: no body, text/plain, and Allow.
+func notAllowed(w http.ResponseWriter, allow string) {
+	h := w.Header()
+	h.Set("Allow", allow)
+	h["Content-Type"] = hdrText
+	h["Content-Length"] = []string{"0"}
+	w.WriteHeader(http.StatusMethodNotAllowed)
 }
 
 // writeError answers with status and EC2's error page for it.

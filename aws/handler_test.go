@@ -48,7 +48,7 @@ func testFleet() *forewarn.Fleet {
 	}}
 }
 
-func setup(t *testing.T) (*engine.Engine, *aws.Server) {
+func setup(t testing.TB) (*engine.Engine, *aws.Server) {
 	t.Helper()
 	e, err := engine.New(t.Context(), engine.Config{Store: mem.New(), Fleet: testFleet(), AllowShortNotice: true})
 	if err != nil {
@@ -79,11 +79,11 @@ func do(h http.Handler, r req) *httptest.ResponseRecorder {
 
 // errorPage is EC2's XHTML error page for status.
 func errorPage(status int) string {
-	title := map[int]string{400: "400 - Bad Request", 401: "401 - Unauthorized", 403: "403 - Forbidden",
-		404: "404 - Not Found", 405: "405 - Method Not Allowed"}[status]
+	title := map[int]string{400: "400 - Missing or Invalid Parameters", 401: "401 - Unauthorized", 403: "403 - Forbidden",
+		404: "404 - Not Found"}[status]
 	return `<?xml version="1.0" encoding="iso-8859-1"?>
 <!DOCTYPE html PUBLIC "-//W3C//DTD XHTML 1.0 Transitional//EN"
-	"http://www.w3.org/TR/xhtml1/DTD/xhtml1-transitional.dtd">
+		 "http://www.w3.org/TR/xhtml1/DTD/xhtml1-transitional.dtd">
 <html xmlns="http://www.w3.org/1999/xhtml" xml:lang="en" lang="en">
  <head>
   <title>` + title + `</title>
@@ -105,7 +105,7 @@ func want(t *testing.T, what string, w *httptest.ResponseRecorder, status int, b
 		t.Errorf("%s: Server %q, want EC2ws", what, got)
 	}
 	ct := "text/plain"
-	if status != http.StatusOK {
+	if status != http.StatusOK && status != http.StatusMethodNotAllowed {
 		ct = "text/html"
 	}
 	if got := w.Header().Get("Content-Type"); got != ct {
@@ -130,7 +130,7 @@ func token(t *testing.T, h http.Handler, remote string, ttl string) string {
 func TestTokenPut(t *testing.T) {
 	_, h := setup(t)
 	w := do(h, req{method: http.MethodPut, path: aws.TokenPath, remote: ec2Addr, header: map[string]string{aws.TokenTTLHeader: "21600"}})
-	if w.Code != 200 || len(w.Body.String()) != 44 || w.Header().Get(aws.TokenTTLHeader) != "21600" ||
+	if w.Code != 200 || len(w.Body.String()) != 56 || w.Header().Get(aws.TokenTTLHeader) != "21600" ||
 		w.Header().Get("Content-Type") != "text/plain" || w.Header().Get("Server") != "EC2ws" {
 		t.Fatalf("token PUT: %d %q %v", w.Code, w.Body, w.Header())
 	}
@@ -155,7 +155,12 @@ func TestTokenPut(t *testing.T) {
 		header: map[string]string{aws.TokenTTLHeader: "60", "X-Forwarded-For": "10.0.0.9"}})
 	want(t, "PUT with X-Forwarded-For", w, 403, errorPage(403))
 	w = do(h, req{path: aws.TokenPath, remote: ec2Addr, header: map[string]string{aws.TokenTTLHeader: "60"}})
-	want(t, "GET of the token path", w, 405, errorPage(405), "Allow", "PUT")
+	want(t, "GET of the token path", w, 405, "", "Allow", "OPTIONS, PUT", "Content-Length", "0")
+	w = do(h, req{method: http.MethodPut, path: "/2021-03-23/api/token", remote: ec2Addr, header: map[string]string{aws.TokenTTLHeader: "60"}})
+	want(t, "PUT of a versioned token path", w, 403, errorPage(403))
+	if n := len(errorPage(404)); n != 339 {
+		t.Errorf("the 404 page is %d bytes, want EC2's 339", n)
+	}
 }
 
 func TestTokenRequired(t *testing.T) {
@@ -173,10 +178,12 @@ func TestTokenRequired(t *testing.T) {
 		want(t, "no token", get(ec2Addr, ""), 401, errorPage(401))
 		want(t, "own token", get(ec2Addr, tok), 200, "i-0000000000000000a")
 		want(t, "another VM's token", get(ec2Addr, other), 401, errorPage(401))
-		want(t, "a forged token", get(ec2Addr, strings.Repeat("A", 44)), 401, errorPage(401))
-		want(t, "a truncated token", get(ec2Addr, tok[:43]), 401, errorPage(401))
-		time.Sleep(59 * time.Second)
-		want(t, "a token 1 s before expiry", get(ec2Addr, tok), 200, "i-0000000000000000a")
+		want(t, "own token's remaining life", get(ec2Addr, tok), 200, "i-0000000000000000a", aws.TokenTTLHeader, "60")
+		want(t, "a forged token", get(ec2Addr, strings.Repeat("A", 56)), 401, errorPage(401))
+		want(t, "a truncated token", get(ec2Addr, tok[:55]), 401, errorPage(401))
+		time.Sleep(59*time.Second + 500*time.Millisecond)
+		want(t, "a token half a second before expiry", get(ec2Addr, tok), 200, "i-0000000000000000a", aws.TokenTTLHeader, "0")
+		time.Sleep(500 * time.Millisecond)
 		time.Sleep(time.Second)
 		want(t, "an expired token", get(ec2Addr, tok), 401, errorPage(401))
 		want(t, "a fresh token", get(ec2Addr, token(t, h, ec2Addr, "1")), 200, "i-0000000000000000a")
@@ -252,7 +259,7 @@ func TestKeys(t *testing.T) {
 	w = do(h, req{path: "/latest/meta-data/hostname", remote: ec2Addr, header: map[string]string{aws.TokenHeader: token(t, h, ec2Addr, "60")}})
 	want(t, "us-east-1 hostname", w, 200, "ip-127-0-0-2.ec2.internal")
 	w = do(h, req{method: http.MethodPost, path: "/latest/meta-data/instance-id", remote: optAddr})
-	want(t, "POST", w, 405, errorPage(405), "Allow", "GET, HEAD")
+	want(t, "POST", w, 405, "", "Allow", "GET, HEAD")
 	w = do(h, req{path: "/latest/meta-data/instance-id", remote: otherAddr})
 	want(t, "a stranger", w, 403, errorPage(403), "Connection", "close")
 	w = do(h, req{path: "/latest/meta-data/instance-id", remote: azAddr})
@@ -279,48 +286,48 @@ func TestScheduledEvents(t *testing.T) {
 		}
 		reboot := func(state, prefix string) string {
 			return `{
-    "NotBefore": "3 Jan 2000 00:00:00 GMT",
-    "Code": "system-reboot",
-    "Description": "` + prefix + `scheduled reboot",
-    "EventId": "` + id + `",
-    "NotAfter": "3 Jan 2000 00:10:00 GMT",
-    "NotBeforeDeadline": "10 Jan 2000 00:00:00 GMT",
-    "State": "` + state + `"
-  }`
+  "NotBefore" : "3 Jan 2000 00:00:00 GMT",
+  "Code" : "system-reboot",
+  "Description" : "` + prefix + `scheduled reboot",
+  "EventId" : "` + id + `",
+  "NotAfter" : "3 Jan 2000 00:10:00 GMT",
+  "NotBeforeDeadline" : "10 Jan 2000 00:00:00 GMT",
+  "State" : "` + state + `"
+}`
 		}
+		// A stop has no NotAfter.
 		stopJSON := func(state, prefix string) string {
 			return `{
-    "NotBefore": "4 Jan 2000 00:00:00 GMT",
-    "Code": "instance-stop",
-    "Description": "` + prefix + `The instance is scheduled for a stop",
-    "EventId": "` + stopID + `",
-    "NotAfter": "4 Jan 2000 00:05:00 GMT",
-    "NotBeforeDeadline": "11 Jan 2000 00:00:00 GMT",
-    "State": "` + state + `"
-  }`
+  "NotBefore" : "4 Jan 2000 00:00:00 GMT",
+  "Code" : "instance-stop",
+  "Description" : "` + prefix + `The instance is scheduled for a stop",
+  "EventId" : "` + stopID + `",
+  "NotBeforeDeadline" : "11 Jan 2000 00:00:00 GMT",
+  "State" : "` + state + `"
+}`
 		}
 		get := func(key string) *httptest.ResponseRecorder {
 			return do(h, req{path: "/latest/meta-data/events/maintenance/" + key, remote: optAddr})
 		}
-		want(t, "scheduled", get("scheduled"), 200, "[\n  "+reboot("active", "")+",\n  "+stopJSON("active", "")+"\n]")
+		want(t, "scheduled", get("scheduled"), 200, "[ "+reboot("active", "")+", "+stopJSON("active", "")+" ]")
 		want(t, "history", get("history"), 200, "[]")
 		// Seen by no other VM.
 		want(t, "another VM's scheduled", do(h, req{path: "/latest/meta-data/events/maintenance/scheduled", remote: spotAddr}), 200, "[]")
 
 		time.Sleep(48 * time.Hour)
 		synctest.Wait()
-		want(t, "scheduled once started", get("scheduled"), 200, "[\n  "+reboot("active", "")+",\n  "+stopJSON("active", "")+"\n]")
+		want(t, "scheduled once started", get("scheduled"), 200, "[ "+reboot("active", "")+", "+stopJSON("active", "")+" ]")
 		time.Sleep(10 * time.Minute)
 		synctest.Wait()
-		want(t, "scheduled once completed", get("scheduled"), 200, "[\n  "+stopJSON("active", "")+"\n]")
-		want(t, "history once completed", get("history"), 200, "[\n  "+reboot("completed", "[Completed] ")+"\n]")
+		want(t, "scheduled once completed", get("scheduled"), 200, "[ "+stopJSON("active", "")+" ]")
+		want(t, "history once completed", get("history"), 200, "[ "+reboot("completed", "[Completed] ")+" ]")
 
 		if err := e.Cancel(ctx, stop.ID); err != nil {
 			t.Fatal(err)
 		}
 		want(t, "scheduled once canceled", get("scheduled"), 200, "[]")
 		want(t, "history once canceled", get("history"), 200,
-			"[\n  "+reboot("completed", "[Completed] ")+",\n  "+stopJSON("canceled", "[Canceled] ")+"\n]")
+			"[ "+reboot("completed", "[Completed] ")+", "+stopJSON("canceled", "[Canceled] ")+" ]")
 	})
 }
 
@@ -335,7 +342,7 @@ func TestRescheduleMovesNotBefore(t *testing.T) {
 			t.Fatal(err)
 		}
 		w := do(h, req{path: "/latest/meta-data/events/maintenance/scheduled", remote: optAddr})
-		for _, s := range []string{`"NotBefore": "5 Jan 2000 00:00:00 GMT"`, `"NotAfter": "5 Jan 2000 00:05:00 GMT"`, `"NotBeforeDeadline": "10 Jan 2000 00:00:00 GMT"`} {
+		for _, s := range []string{`"NotBefore" : "5 Jan 2000 00:00:00 GMT"`, `"NotAfter" : "5 Jan 2000 00:05:00 GMT"`, `"NotBeforeDeadline" : "10 Jan 2000 00:00:00 GMT"`} {
 			if !strings.Contains(w.Body.String(), s) {
 				t.Errorf("rescheduled event lacks %s:\n%s", s, w.Body)
 			}

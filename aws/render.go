@@ -166,7 +166,11 @@ func entry(ev *forewarn.Event) scheduledEvent {
 	}
 	e := scheduledEvent{
 		NotBefore: start.UTC().Format(EventTime), Code: string(ev.Type), Description: desc,
-		EventID: EventID(ev.ID), NotAfter: start.Add(ev.Lasts).UTC().Format(EventTime), State: state,
+		EventID: EventID(ev.ID), State: state,
+	}
+	if ev.Type != forewarn.InstanceStop && ev.Type != forewarn.InstanceRetirement {
+		// A stop has a start and no window end.
+		e.NotAfter = start.Add(ev.Lasts).UTC().Format(EventTime)
 	}
 	if !ev.Deadline.IsZero() {
 		e.NotBeforeDeadline = ev.Deadline.UTC().Format(EventTime)
@@ -189,16 +193,32 @@ func eventList(evs []*forewarn.Event, keep func(*forewarn.Event) bool) []byte {
 		}
 		return strings.Compare(a.ID, b.ID)
 	})
-	list := make([]scheduledEvent, 0, len(sel))
-	for _, ev := range sel {
-		list = append(list, entry(ev))
+	if len(sel) == 0 {
+		return []byte("[]")
 	}
+	// EC2's own layout: "[ {", two-space fields with " : ", "}, {", "} ]".
 	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(list) // strings and slices always encode
-	return bytes.TrimRight(b.Bytes(), "\n")
+	b.WriteString("[ ")
+	for i, ev := range sel {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		e := entry(ev)
+		b.WriteString("{\n")
+		for j, f := range [][2]string{{"NotBefore", e.NotBefore}, {"Code", e.Code}, {"Description", e.Description},
+			{"EventId", e.EventID}, {"NotAfter", e.NotAfter}, {"NotBeforeDeadline", e.NotBeforeDeadline}, {"State", e.State}} {
+			if f[1] == "" {
+				continue
+			}
+			if j > 0 {
+				b.WriteString(",\n")
+			}
+			fmt.Fprintf(&b, "  %q : %s", f[0], jsonString(f[1]))
+		}
+		b.WriteString("\n}")
+	}
+	b.WriteString(" ]")
+	return b.Bytes()
 }
 
 // MaxHistory is how many ended events events/maintenance/history lists:
@@ -251,6 +271,15 @@ func render(v *engine.View, st *static) *doc {
 		d.recommendations = []byte("rebalance")
 	}
 	return d
+}
+
+// jsonString returns s as a JSON string, with <, > and & as they are.
+func jsonString(s string) []byte {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s) // a string always encodes
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
 }
 
 // listing renders a directory's names, one per line, without a final
