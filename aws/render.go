@@ -251,8 +251,8 @@ func render(v *engine.View, st *static) *doc {
 				}
 				ts := at.UTC().Format(time.RFC3339)
 				d.instanceAction = fmt.Appendf(nil, `{"action":"%s","time":"%s"}`, ev.Action, ts)
-				if ev.Action != "hibernate" {
-					d.termination = []byte(ts)
+				if ev.Action == "terminate" {
+					d.termination = []byte(ts) // only a termination has one
 				}
 			}
 		case ev.Type == forewarn.Terminate && vm.AutoScalingGroup != "":
