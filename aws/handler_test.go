@@ -24,6 +24,7 @@ const (
 	spotAddr  = "127.0.0.4:40000" // Spot, Auto Scaling group web
 	warmAddr  = "127.0.0.5:40000" // warm pool
 	azAddr    = "127.0.0.6:40000" // an Azure VM
+	stopAddr  = "127.0.0.7:40000" // Spot, stops when interrupted
 	otherAddr = "127.0.0.99:40000"
 )
 
@@ -45,6 +46,7 @@ func testFleet() *forewarn.Fleet {
 		}),
 		a("warm_3", warmAddr, "i-0000000000000000d", func(v *forewarn.VM) { v.AutoScalingGroup, v.WarmPool = "web", "Warmed:Stopped" }),
 		{Name: "az", IP: ip(azAddr), Provider: forewarn.Azure},
+		a("stop_5", stopAddr, "i-0000000000000000e", func(v *forewarn.VM) { v.Spot, v.SpotInterruptionBehavior = true, "stop" }),
 	}}
 }
 
@@ -382,6 +384,31 @@ func TestSpotInterruption(t *testing.T) {
 		time.Sleep(2*time.Minute + 20*time.Second)
 		synctest.Wait()
 		want(t, "terminated", get("instance-id"), 404, errorPage(404), "Connection", "close")
+	})
+}
+
+// TestSpotStop: a stop's notice has no termination-time, and the VM
+// answers again once started.
+func TestSpotStop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e, h := setup(t)
+		get := func(key string) *httptest.ResponseRecorder {
+			return do(h, req{path: "/latest/meta-data/" + key, remote: stopAddr})
+		}
+		if _, err := e.Evict(t.Context(), "stop_5"); err != nil {
+			t.Fatal(err)
+		}
+		want(t, "notice at once", get("spot/instance-action"), 200, `{"action":"stop","time":"2000-01-01T00:02:00Z"}`)
+		want(t, "no termination time", get("spot/termination-time"), 404, errorPage(404))
+		want(t, "spot/", get("spot/"), 200, "instance-action")
+		time.Sleep(2*time.Minute + 30*time.Second)
+		synctest.Wait()
+		if _, err := e.StartVM(t.Context(), "stop_5"); err != nil {
+			t.Fatal(err)
+		}
+		want(t, "started again", get("spot/instance-action"), 404, errorPage(404))
+		want(t, "no rebalance", get("events/recommendations/rebalance"), 404, errorPage(404))
+		want(t, "instance-id", get("instance-id"), 200, "i-0000000000000000e")
 	})
 }
 
