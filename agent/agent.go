@@ -1,6 +1,7 @@
 // Package agent is the Forewarn node agent as a library. It runs on a VM,
 // watches the VM's maintenance notices through the Azure Scheduled Events
-// API or the Compute Engine metadata server, runs the operator's handlers
+// API, the Compute Engine metadata server or the EC2 instance metadata
+// service, runs the operator's handlers
 // (commands and webhooks) for the events that concern the VM, approves
 // Azure events once the handlers succeeded, and runs clean-up commands
 // when an event it acted on is over.
@@ -30,6 +31,7 @@ import (
 const (
 	ProviderAzure = "azure"
 	ProviderGCE   = "gce"
+	ProviderAWS   = "aws"
 	ProviderAuto  = "auto"
 )
 
@@ -38,30 +40,37 @@ const DefaultHandlerTimeout = 5 * time.Minute
 
 // DefaultTypes are the types the agent acts on when Config.Types is
 // empty: every type but Freeze (a pause of seconds, too short to drain
-// for) and UPCOMING_MAINTENANCE (a window days out, not an impact).
+// for), UPCOMING_MAINTENANCE (a window days out, not an impact) and
+// REBALANCE_RECOMMENDATION (a risk, not an interruption).
 var DefaultTypes = []string{
 	string(forewarn.Reboot), string(forewarn.Redeploy), string(forewarn.Preempt), string(forewarn.Terminate),
 	string(forewarn.MigrateOnHostMaintenance), string(forewarn.TerminateOnHostMaintenance),
+	string(forewarn.InstanceReboot), string(forewarn.SystemReboot), string(forewarn.SystemMaintenance),
+	string(forewarn.InstanceRetirement), string(forewarn.InstanceStop),
 }
 
 // knownTypes are every type a Notice can carry.
-var knownTypes = append(slices.Clone(DefaultTypes), string(forewarn.Freeze), forewarn.UpcomingMaintenance)
+var knownTypes = append(slices.Clone(DefaultTypes), string(forewarn.Freeze), forewarn.UpcomingMaintenance,
+	forewarn.RebalanceRecommendation)
 
 // Config configures an Agent.
 type Config struct {
-	// Provider is "azure", "gce" or "auto" (probe the endpoint). Empty
-	// means auto.
+	// Provider is "azure", "gce", "aws" or "auto" (probe the endpoint).
+	// Empty means auto.
 	Provider string
 	// Endpoint is the metadata service's base URL; empty means the
-	// client's default (for gce, $GCE_METADATA_HOST is honoured).
+	// client's default (for gce, $GCE_METADATA_HOST is honoured; for aws,
+	// $AWS_EC2_METADATA_SERVICE_ENDPOINT).
 	Endpoint string
 	// VM overrides this VM's name, which is otherwise read from the
-	// metadata service (Azure compute/name, GCE instance/name).
+	// metadata service (Azure compute/name, GCE instance/name, EC2
+	// instance-id).
 	VM string
 	// HTTPClient talks to the metadata service; nil means the client
 	// package's default. Tests pass one that dials from a VM's address.
 	HTTPClient *http.Client
-	// PollInterval is the Azure polling interval; 0 means the client's.
+	// PollInterval is the Azure and EC2 polling interval; 0 means the
+	// client's.
 	PollInterval time.Duration
 
 	// Exec are shell commands run with /bin/sh -c for each event, in
@@ -84,6 +93,7 @@ type Config struct {
 	// DefaultHandlerTimeout.
 	HandlerTimeout time.Duration
 	// Approve approves an Azure event once all its handlers succeeded.
+	// Compute Engine and EC2 have no approval: it does nothing there.
 	Approve bool
 	// StateFile, when set, remembers handled events across restarts.
 	StateFile string
@@ -97,9 +107,9 @@ type Config struct {
 // Validate reports whether c is usable.
 func (c *Config) Validate() error {
 	switch c.Provider {
-	case "", ProviderAuto, ProviderAzure, ProviderGCE:
+	case "", ProviderAuto, ProviderAzure, ProviderGCE, ProviderAWS:
 	default:
-		return fmt.Errorf("--provider %q: want azure, gce or auto", c.Provider)
+		return fmt.Errorf("--provider %q: want azure, gce, aws or auto", c.Provider)
 	}
 	if c.Endpoint != "" {
 		if !strings.HasPrefix(c.Endpoint, "http://") && !strings.HasPrefix(c.Endpoint, "https://") {
@@ -292,7 +302,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.log.Info("watching", "provider", src.provider(), "vm", self, "endpoint", a.cfg.Endpoint,
 		"approve", a.cfg.Approve, "dry_run", a.cfg.DryRun, "lead", a.cfg.Lead.String())
 	if a.cfg.Approve && src.provider() != forewarn.Azure {
-		a.log.Warn("--approve has no effect: Compute Engine has no approval API")
+		a.log.Warn("--approve has no effect: the provider has no approval API", "provider", src.provider())
 	}
 
 	err = src.watch(ctx, func(ns []forewarn.Notice) error {
@@ -314,7 +324,8 @@ func (a *Agent) Run(ctx context.Context) error {
 }
 
 // concerns reports whether n is an event of this VM: on Azure, one whose
-// Resources name it; on Compute Engine every notice is the VM's own.
+// Resources name it; on Compute Engine and EC2 every notice is the VM's
+// own.
 func (a *Agent) concerns(n *forewarn.Notice) bool {
 	return a.src.provider() != forewarn.Azure || slices.Contains(n.Resources, a.self)
 }
@@ -476,7 +487,7 @@ func (a *Agent) runHandlers(ctx context.Context, n forewarn.Notice) bool {
 // maybeApprove approves t's event if the agent approves, the provider
 // can, the event is still Scheduled and this VM may approve it.
 func (a *Agent) maybeApprove(ctx context.Context, t *tracked) {
-	if !a.cfg.Approve || a.src.provider() != forewarn.Azure {
+	if !a.cfg.Approve {
 		return
 	}
 	a.mu.Lock()
@@ -485,6 +496,10 @@ func (a *Agent) maybeApprove(ctx context.Context, t *tracked) {
 	a.mu.Unlock()
 	attrs := []any{"event", n.ID, "type", n.Type}
 	switch {
+	case a.src.provider() != forewarn.Azure:
+		// Compute Engine and EC2 have nothing to approve with.
+		a.log.Debug("not approving: the provider has no approval API", append(attrs, "provider", a.src.provider())...)
+		return
 	case gone:
 		a.log.Info("not approving: the event cleared", attrs...)
 		return

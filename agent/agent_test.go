@@ -23,6 +23,7 @@ import (
 
 	"github.com/forewarn/forewarn"
 	"github.com/forewarn/forewarn/agent"
+	"github.com/forewarn/forewarn/aws"
 	"github.com/forewarn/forewarn/azure"
 	"github.com/forewarn/forewarn/engine"
 	"github.com/forewarn/forewarn/fleetfile"
@@ -31,8 +32,9 @@ import (
 )
 
 // The test fleet: two Azure VMs in one availability set and update
-// domain, a standalone one, and two Compute Engine VMs. Each VM's
-// requests come from its own loopback address.
+// domain, a standalone one, two Compute Engine VMs, and an EC2 Spot VM
+// whose tokens are required. Each VM's requests come from its own
+// loopback address.
 const testFleet = `vms:
   - name: web_0
     ip: 127.0.0.2
@@ -51,9 +53,16 @@ const testFleet = `vms:
     ip: 127.0.0.7
     provider: gce
     provisioningModel: SPOT
+  - name: ec2_0
+    ip: 127.0.0.8
+    provider: aws
+    instanceId: i-0123456789abcdef0
+    market: spot
+    httpTokens: required
 `
 
-var vmIP = map[string]string{"web_0": "127.0.0.2", "web_1": "127.0.0.3", "solo": "127.0.0.4", "gce_0": "127.0.0.6", "spot_0": "127.0.0.7"}
+var vmIP = map[string]string{"web_0": "127.0.0.2", "web_1": "127.0.0.3", "solo": "127.0.0.4", "gce_0": "127.0.0.6", "spot_0": "127.0.0.7",
+	"ec2_0": "127.0.0.8"}
 
 // world is a metadata server over a real engine, as 'forewarn serve'
 // wires it.
@@ -72,13 +81,16 @@ func newWorld(t *testing.T) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	az, g := azure.NewServer(eng, nil), gce.NewServer(eng, nil)
+	az, g, ec2 := azure.NewServer(eng, nil), gce.NewServer(eng, nil), aws.NewServer(eng, nil)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasPrefix(r.URL.Path, "/metadata/") {
+		switch {
+		case strings.HasPrefix(r.URL.Path, "/metadata/"):
 			az.ServeHTTP(w, r)
-			return
+		case strings.HasPrefix(r.URL.Path, "/latest/"):
+			ec2.ServeHTTP(w, r)
+		default:
+			g.ServeHTTP(w, r)
 		}
-		g.ServeHTTP(w, r)
 	}))
 	t.Cleanup(func() {
 		srv.CloseClientConnections()
@@ -143,8 +155,11 @@ type running struct {
 // config returns a Config for the VM name of w, polling fast.
 func (w *world) config(name string) agent.Config {
 	p := agent.ProviderAzure
-	if strings.HasPrefix(name, "gce") || strings.HasPrefix(name, "spot") {
+	switch {
+	case strings.HasPrefix(name, "gce") || strings.HasPrefix(name, "spot"):
 		p = agent.ProviderGCE
+	case strings.HasPrefix(name, "ec2"):
+		p = agent.ProviderAWS
 	}
 	return agent.Config{
 		Provider:     p,
@@ -159,7 +174,7 @@ func (w *world) config(name string) agent.Config {
 func start(t *testing.T, cfg agent.Config) *running {
 	t.Helper()
 	r := &running{logs: new(logBuffer), done: make(chan error, 1)}
-	cfg.Logger = slog.New(slog.NewJSONHandler(r.logs, nil))
+	cfg.Logger = slog.New(slog.NewJSONHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	a, err := agent.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -873,7 +888,7 @@ func TestRunErrors(t *testing.T) {
 	}
 
 	bad := []agent.Config{
-		{Provider: "aws"},
+		{Provider: "ec2"},
 		{Types: []string{"Reboot", "Nap"}},
 		{Lead: -time.Second},
 		{Webhooks: []string{"ftp://x"}},
@@ -890,14 +905,15 @@ func TestRunErrors(t *testing.T) {
 // TestAutoProbe: auto picks the API that answers for the calling VM.
 func TestAutoProbe(t *testing.T) {
 	w := newWorld(t)
-	for name, want := range map[string]string{"solo": "azure", "gce_0": "gce"} {
+	// An EC2 VM's name is its instance ID.
+	for name, want := range map[string][2]string{"solo": {"azure", "solo"}, "gce_0": {"gce", "gce_0"}, "ec2_0": {"aws", "i-0123456789abcdef0"}} {
 		cfg := w.config(name)
 		cfg.Provider = agent.ProviderAuto
 		a := start(t, cfg)
-		if !strings.Contains(a.logs.String(), `"msg":"provider detected","provider":"`+want+`"`) {
-			t.Errorf("%s: provider not detected as %s:\n%s", name, want, a.logs)
+		if !strings.Contains(a.logs.String(), `"msg":"provider detected","provider":"`+want[0]+`"`) {
+			t.Errorf("%s: provider not detected as %s:\n%s", name, want[0], a.logs)
 		}
-		if !strings.Contains(a.logs.String(), `"vm":"`+name+`"`) {
+		if !strings.Contains(a.logs.String(), `"vm":"`+want[1]+`"`) {
 			t.Errorf("%s: VM name not read:\n%s", name, a.logs)
 		}
 		a.stop(t)
@@ -960,4 +976,73 @@ func TestGCEMigrationAndPreemption(t *testing.T) {
 	if r := runs(t, dir, "spot", "preempted")[0]; r.env["FOREWARN_EVENT_TYPE"] != "Preempt" || r.env["FOREWARN_PROVIDER"] != "gce" {
 		t.Errorf("preemption env %v", r.env)
 	}
+}
+
+// TestAWSSpotInterruption: on EC2 the agent's name is the instance ID;
+// an active scheduled event reaches the command as its Code, with
+// on-clear when it completes; a Spot interruption's notice reaches the
+// command as Preempt, once, within a poll of its appearance, while the
+// rebalance recommendation, not a default type, is only seen; --approve
+// approves nothing, and says so at debug level.
+func TestAWSSpotInterruption(t *testing.T) {
+	w := newWorld(t)
+	dir := t.TempDir()
+	cfg := w.config("ec2_0")
+	cfg.Exec = []string{hook(dir, "drain")}
+	cfg.OnClear = []string{hook(dir, "undrain")}
+	cfg.Approve = true
+	a := start(t, cfg)
+	if !strings.Contains(a.logs.String(), `"vm":"i-0123456789abcdef0"`) ||
+		!strings.Contains(a.logs.String(), `"msg":"--approve has no effect: the provider has no approval API","provider":"aws"`) {
+		t.Fatalf("start logs:\n%s", a.logs)
+	}
+
+	ev := w.create(t, engine.Spec{Type: forewarn.SystemReboot, VMs: []string{"ec2_0"}, Notice: 2 * time.Second, Lasts: time.Second})
+	id := aws.EventID(ev.ID)
+	waitFor(t, "the scheduled event's hook", 5*time.Second, func() bool { return len(runs(t, dir, "drain", id)) == 1 })
+	r := runs(t, dir, "drain", id)[0]
+	if r.env["FOREWARN_EVENT_TYPE"] != "system-reboot" || r.env["FOREWARN_PROVIDER"] != "aws" || r.env["FOREWARN_EVENT_STATUS"] != "Scheduled" ||
+		r.env["FOREWARN_VM"] != "i-0123456789abcdef0" || r.env["FOREWARN_RESOURCES"] != "i-0123456789abcdef0" ||
+		r.env["FOREWARN_NOT_BEFORE"] != ev.NotBefore.UTC().Format(time.RFC3339) || r.env["FOREWARN_DESCRIPTION"] != "scheduled reboot" {
+		t.Errorf("scheduled event env %v", r.env)
+	}
+	waitFor(t, "on-clear once completed", 10*time.Second, func() bool { return len(runs(t, dir, "undrain", id)) == 1 })
+	if w.event(t, ev.ID).Approved() {
+		t.Error("an EC2 event was approved")
+	}
+	if want := `"msg":"not approving: the provider has no approval API","event":"` + id + `","type":"system-reboot","provider":"aws"`; !strings.Contains(a.logs.String(), want) {
+		t.Errorf("no debug line %s in\n%s", want, a.logs)
+	}
+
+	evicted := time.Now()
+	pre, err := w.eng.EvictWith(context.Background(), "ec2_0", engine.VMOptions{Notice: 3 * time.Second, Lasts: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nid := "spot-instance-action-" + pre.NotBefore.UTC().Format(time.RFC3339)
+	waitFor(t, "the interruption hook", 5*time.Second, func() bool { return len(runs(t, dir, "drain", nid)) == 1 })
+	r = runs(t, dir, "drain", nid)[0]
+	if d := r.at.Sub(evicted); d > time.Second {
+		t.Errorf("the interruption hook ran %v after the evict, want within 1 s", d)
+	}
+	if r.env["FOREWARN_EVENT_TYPE"] != "Preempt" || r.env["FOREWARN_PROVIDER"] != "aws" || r.env["FOREWARN_EVENT_STATUS"] != "Scheduled" ||
+		r.env["FOREWARN_NOT_BEFORE"] != pre.NotBefore.UTC().Format(time.RFC3339) {
+		t.Errorf("interruption env %v", r.env)
+	}
+	rb := "rebalance-recommendation-" + pre.Created.UTC().Format(time.RFC3339)
+	waitFor(t, "the interruption to start", 10*time.Second, func() bool { return w.event(t, pre.ID).Status == forewarn.Started })
+	time.Sleep(200 * time.Millisecond) // a few polls after the start; the hook must not run again
+	if n := len(runs(t, dir, "drain", nid)); n != 1 {
+		t.Errorf("the interruption hook ran %d times, want once", n)
+	}
+	if n := len(runs(t, dir, "drain", rb)); n != 0 {
+		t.Errorf("the rebalance recommendation ran the hook %d times, want none", n)
+	}
+	a.wantMetrics(t, map[string]float64{
+		`forewarn_agent_events_seen_total{type="system-reboot"}`:            1,
+		`forewarn_agent_events_seen_total{type="Preempt"}`:                  1,
+		`forewarn_agent_events_seen_total{type="REBALANCE_RECOMMENDATION"}`: 1,
+		`forewarn_agent_handler_runs_total{kind="exec",result="success"}`:   2,
+		`forewarn_agent_approvals_total`:                                    0,
+	})
 }

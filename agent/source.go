@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/forewarn/forewarn"
+	"github.com/forewarn/forewarn/aws"
 	"github.com/forewarn/forewarn/azure"
 	"github.com/forewarn/forewarn/gce"
 )
@@ -63,6 +64,22 @@ func (s gceSource) watch(ctx context.Context, fn func([]forewarn.Notice) error) 
 
 func (gceSource) approve(context.Context, ...string) error { return errNoApproval }
 
+// awsSource adapts an aws.Client. This VM's name is its instance ID, as
+// its notices' Resources show it.
+type awsSource struct{ c *aws.Client }
+
+var _ source = awsSource{}
+
+func (awsSource) provider() forewarn.Provider { return forewarn.AWS }
+
+func (s awsSource) self(ctx context.Context) (string, error) { return s.c.InstanceID(ctx) }
+
+func (s awsSource) watch(ctx context.Context, fn func([]forewarn.Notice) error) error {
+	return s.c.Watch(ctx, fn)
+}
+
+func (awsSource) approve(context.Context, ...string) error { return errNoApproval }
+
 // newSource returns the source of the configured provider, probing the
 // endpoint first for auto.
 func (a *Agent) newSource(ctx context.Context) (source, error) {
@@ -74,7 +91,8 @@ func (a *Agent) newSource(ctx context.Context) (source, error) {
 		}
 		a.log.Info("provider detected", "provider", p)
 	}
-	if p == ProviderAzure {
+	switch p {
+	case ProviderAzure:
 		opts := []azure.ClientOption{azure.WithLogger(a.log)}
 		if a.cfg.HTTPClient != nil {
 			opts = append(opts, azure.WithHTTPClient(a.cfg.HTTPClient))
@@ -83,6 +101,15 @@ func (a *Agent) newSource(ctx context.Context) (source, error) {
 			opts = append(opts, azure.WithPollInterval(a.cfg.PollInterval))
 		}
 		return azureSource{azure.NewClient(a.cfg.Endpoint, opts...)}, nil
+	case ProviderAWS:
+		opts := []aws.ClientOption{aws.WithLogger(a.log)}
+		if a.cfg.HTTPClient != nil {
+			opts = append(opts, aws.WithHTTPClient(a.cfg.HTTPClient))
+		}
+		if a.cfg.PollInterval > 0 {
+			opts = append(opts, aws.WithPollInterval(a.cfg.PollInterval))
+		}
+		return awsSource{aws.NewClient(a.cfg.Endpoint, opts...)}, nil
 	}
 	opts := []gce.ClientOption{gce.WithLogger(a.log)}
 	if a.cfg.HTTPClient != nil {
@@ -97,9 +124,11 @@ const probeTimeout = 3 * time.Second
 // probe finds which metadata API answers: Azure when compute/name with
 // Metadata: true answers 200, Compute Engine when instance/name with
 // Metadata-Flavor: Google answers 200 with a Metadata-Flavor: Google
-// header. Both are asked at once; Azure wins when both answer.
+// header, EC2 when meta-data/instance-id answers 200 with an IMDSv2
+// token (or, when the token PUT fails, without one). All are asked at
+// once; Azure wins over Compute Engine, which wins over EC2.
 func (a *Agent) probe(ctx context.Context) (string, error) {
-	azBase, gceBase := a.cfg.Endpoint, a.cfg.Endpoint
+	azBase, gceBase, awsBase := a.cfg.Endpoint, a.cfg.Endpoint, a.cfg.Endpoint
 	if azBase == "" {
 		azBase = azure.DefaultEndpoint
 	}
@@ -107,6 +136,12 @@ func (a *Agent) probe(ctx context.Context) (string, error) {
 		gceBase = gce.DefaultEndpoint
 		if h := os.Getenv(gce.HostEnv); h != "" {
 			gceBase = "http://" + h
+		}
+	}
+	if awsBase == "" {
+		awsBase = aws.DefaultEndpoint
+		if e := os.Getenv(aws.EndpointEnv); e != "" {
+			awsBase = e
 		}
 	}
 	hc := a.cfg.HTTPClient
@@ -118,7 +153,7 @@ func (a *Agent) probe(ctx context.Context) (string, error) {
 		provider string
 		err      error
 	}
-	answers := make(chan answer, 2)
+	answers := make(chan answer, 3)
 	go func() {
 		err := probeOne(ctx, hc, strings.TrimRight(azBase, "/")+"/metadata/instance/compute/name?api-version=2021-02-01&format=text",
 			"Metadata", "true", "")
@@ -129,8 +164,11 @@ func (a *Agent) probe(ctx context.Context) (string, error) {
 			"Metadata-Flavor", "Google", "Metadata-Flavor")
 		answers <- answer{ProviderGCE, err}
 	}()
+	go func() {
+		answers <- answer{ProviderAWS, probeAWS(ctx, hc, strings.TrimRight(awsBase, "/"))}
+	}()
 	errs := map[string]error{}
-	for range 2 {
+	for range 3 {
 		ans := <-answers
 		errs[ans.provider] = ans.err
 	}
@@ -139,16 +177,45 @@ func (a *Agent) probe(ctx context.Context) (string, error) {
 		return ProviderAzure, nil
 	case errs[ProviderGCE] == nil:
 		return ProviderGCE, nil
+	case errs[ProviderAWS] == nil:
+		return ProviderAWS, nil
 	case ctx.Err() != nil:
 		return "", ctx.Err()
 	}
-	return "", fmt.Errorf("--provider auto: no metadata service answered (azure at %s: %v; gce at %s: %v); set --provider and --endpoint",
-		azBase, errs[ProviderAzure], gceBase, errs[ProviderGCE])
+	return "", fmt.Errorf("--provider auto: no metadata service answered (azure at %s: %v; gce at %s: %v; aws at %s: %v); set --provider and --endpoint",
+		azBase, errs[ProviderAzure], gceBase, errs[ProviderGCE], awsBase, errs[ProviderAWS])
 }
 
-// probeOne GETs url with the header key: value and reports whether it
-// answered 200, with the response header want set to value if want is
-// not empty.
+// probeAWS asks base for an IMDSv2 token and reports whether
+// meta-data/instance-id answers 200 with it, or without it (IMDSv1) when
+// no token was given.
+func probeAWS(ctx context.Context, hc *http.Client, base string) error {
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, base+aws.TokenPath, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set(aws.TokenTTLHeader, "60")
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+	resp.Body.Close()
+	if err != nil {
+		return err
+	}
+	key, tok := "", ""
+	if resp.StatusCode == http.StatusOK {
+		key, tok = aws.TokenHeader, strings.TrimSpace(string(b))
+	}
+	return probeOne(ctx, hc, base+"/latest/meta-data/instance-id", key, tok, "")
+}
+
+// probeOne GETs url with the header key: value, if key is not empty,
+// and reports whether it answered 200, with the response header want set
+// to value if want is not empty.
 func probeOne(ctx context.Context, hc *http.Client, url, key, value, want string) error {
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
@@ -156,7 +223,9 @@ func probeOne(ctx context.Context, hc *http.Client, url, key, value, want string
 	if err != nil {
 		return err
 	}
-	req.Header.Set(key, value)
+	if key != "" {
+		req.Header.Set(key, value)
+	}
 	resp, err := hc.Do(req)
 	if err != nil {
 		return err

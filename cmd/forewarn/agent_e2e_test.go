@@ -525,7 +525,7 @@ func TestAgentRefusesBadStart(t *testing.T) {
 		msg  string
 	}{
 		{[]string{"agent", "--state", corrupt, "--provider", "azure"}, 1, "state file " + corrupt + " is corrupt"},
-		{[]string{"agent", "--provider", "aws"}, 1, `--provider "aws": want azure, gce or auto`},
+		{[]string{"agent", "--provider", "ec2"}, 1, `--provider "ec2": want azure, gce, aws or auto`},
 		{[]string{"agent", "--types", "Reboot,Nap"}, 1, `unknown event type "Nap"`},
 		{[]string{"agent", "--endpoint", "http://127.0.0.1:1", "--listen", ""}, 1, "no metadata service answered"},
 		{[]string{"agent", "extra"}, 2, `unexpected argument "extra"`},
