@@ -219,7 +219,7 @@ func setTTL(c syscall.Conn, ttl int) error {
 }
 
 // tokenLen is a token's length in bytes before encoding: a version byte,
-// the expiry in Unix seconds, and a truncated signature. Encoded, it is
+// the expiry in Unix nanoseconds, and a truncated signature. Encoded, it is
 // 56 characters of URL-safe base64, as EC2's tokens are.
 const tokenLen = 1 + 8 + 31
 
@@ -229,7 +229,7 @@ const tokenLen = 1 + 8 + 31
 func (s *Server) issue(vm *forewarn.VM, exp time.Time) string {
 	var b [tokenLen]byte
 	b[0] = 1
-	binary.BigEndian.PutUint64(b[1:9], uint64(exp.Unix()))
+	binary.BigEndian.PutUint64(b[1:9], uint64(exp.UnixNano())) // not whole seconds: a token lasts its full TTL
 	copy(b[9:], s.sign(vm, b[:9]))
 	return base64.URLEncoding.EncodeToString(b[:])
 }
@@ -255,7 +255,7 @@ func (s *Server) remaining(vm *forewarn.VM, tok string) int64 {
 	if !hmac.Equal(b[9:tokenLen], s.sign(vm, b[:9])) {
 		return -1
 	}
-	left := time.Until(time.Unix(int64(binary.BigEndian.Uint64(b[1:9])), 0))
+	left := time.Until(time.Unix(0, int64(binary.BigEndian.Uint64(b[1:9]))))
 	if left <= 0 {
 		return -1
 	}

@@ -189,6 +189,11 @@ func TestTokenRequired(t *testing.T) {
 		time.Sleep(time.Second)
 		want(t, "an expired token", get(ec2Addr, tok), 401, errorPage(401))
 		want(t, "a fresh token", get(ec2Addr, token(t, h, ec2Addr, "1")), 200, "i-0000000000000000a")
+		// A token issued late in a second still lasts its whole TTL.
+		time.Sleep(999 * time.Millisecond)
+		late := token(t, h, ec2Addr, "1")
+		time.Sleep(998 * time.Millisecond)
+		want(t, "a 1 s token 998 ms on", get(ec2Addr, late), 200, "i-0000000000000000a")
 	})
 }
 
