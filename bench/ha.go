@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -402,7 +403,8 @@ func getThroughput(ctx context.Context, cfg HAConfig, fl *haFleet, writer, srv *
 	}
 	pc := PollConfig{API: "azure", VMs: cfg.VMs, AddrBase: cfg.AddrBase, Duration: cfg.Duration, Warmup: cfg.Warmup,
 		Rounds: cfg.Rounds, Ceiling: true, Binary: cfg.Binary}
-	req := []byte(pc.request())
+	req := []byte(pc.request(""))
+	reqs := slices.Repeat([][]byte{req}, len(fl.pollAddrs))
 	// The event may still be on its way to srv: wait until its document
 	// shows it.
 	var status int
@@ -436,13 +438,13 @@ func getThroughput(ctx context.Context, cfg HAConfig, fl *haFleet, writer, srv *
 	var fwLat, ceilLat []time.Duration
 	var fwTime, ceilTime, fwCPU, ceilCPU time.Duration
 	for round := range pc.Rounds {
-		lat, bad, cpu, elapsed, err := measure(ctx, pc, fl.pollAddrs, srv.metadata, req, srv, round == 0)
+		lat, bad, cpu, elapsed, err := measure(ctx, pc, fl.pollAddrs, srv.metadata, reqs, srv, round == 0)
 		if err != nil {
 			return nil, err
 		}
 		fwLat, fwTime, fwCPU = append(fwLat, lat...), fwTime+elapsed, fwCPU+cpu
 		rep.Forewarn.Errors += bad
-		lat, bad, cpu, elapsed, err = measure(ctx, pc, fl.pollAddrs, ceil.metadata, req, ceil, round == 0)
+		lat, bad, cpu, elapsed, err = measure(ctx, pc, fl.pollAddrs, ceil.metadata, reqs, ceil, round == 0)
 		if err != nil {
 			return nil, err
 		}

@@ -2,17 +2,20 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 )
 
 // PollConfig configures a polling-load run.
 type PollConfig struct {
-	// API is "azure" (scheduledevents, with an event present) or "gce"
-	// (maintenance-event).
+	// API is "azure" (scheduledevents, with an event present), "gce"
+	// (maintenance-event) or "aws" (events/maintenance/scheduled, with an
+	// event present, each VM sending its IMDSv2 token on every GET).
 	API string `json:"api"`
 	// VMs is the number of simulated VMs, one keep-alive connection each,
 	// from consecutive addresses starting at AddrBase: the -c of wrk.
@@ -56,26 +59,77 @@ type PollReport struct {
 	Ratio float64 `json:"ratio,omitempty"`
 }
 
-func (c *PollConfig) request() string {
-	if c.API == "gce" {
+// request returns one VM's poll request; token is its IMDSv2 session
+// token (aws only; "" sends none).
+func (c *PollConfig) request(token string) string {
+	switch c.API {
+	case "gce":
 		return "GET /computeMetadata/v1/instance/maintenance-event HTTP/1.1\r\nHost: metadata.google.internal\r\nMetadata-Flavor: Google\r\n\r\n"
+	case "aws":
+		if token == "" {
+			return "GET /latest/meta-data/events/maintenance/scheduled HTTP/1.1\r\nHost: 169.254.169.254\r\n\r\n"
+		}
+		return "GET /latest/meta-data/events/maintenance/scheduled HTTP/1.1\r\nHost: 169.254.169.254\r\nX-aws-ec2-metadata-token: " + token + "\r\n\r\n"
 	}
 	return "GET /metadata/scheduledevents?api-version=2020-07-01 HTTP/1.1\r\nHost: 169.254.169.254\r\nMetadata: true\r\n\r\n"
 }
 
+// tokenRequest is the IMDSv2 session token PUT, for six hours.
+const tokenRequest = "PUT /latest/api/token HTTP/1.1\r\nHost: 169.254.169.254\r\nX-aws-ec2-metadata-token-ttl-seconds: 21600\r\nContent-Length: 0\r\n\r\n"
+
 // fleet returns the fleet file of cfg's VMs: Azure VMs in one
-// availability set, so one event is in every VM's document, or GCE VMs.
+// availability set, so one event is in every VM's document, GCE VMs, or
+// EC2 VMs that require IMDSv2 tokens.
 func fleet(api string, addrs []netip.Addr) string {
 	var b strings.Builder
 	b.WriteString("vms:\n")
 	for i, a := range addrs {
-		if api == "gce" {
+		switch api {
+		case "gce":
 			fmt.Fprintf(&b, "  - {name: vm%d, ip: %s, provider: gce}\n", i, a)
-		} else {
+		case "aws":
+			fmt.Fprintf(&b, "  - {name: vm%d, ip: %s, provider: aws, httpTokens: required}\n", i, a)
+		default:
 			fmt.Fprintf(&b, "  - {name: vm%d, ip: %s, availabilitySet: bench}\n", i, a)
 		}
 	}
 	return b.String()
+}
+
+// awsEvent is the operator request of the aws poll's event: one EC2
+// system-maintenance naming every VM, so each VM's scheduled key lists it
+// (the same bytes for every VM).
+func awsEvent(vms int) string {
+	names := make([]string, vms)
+	for i := range names {
+		names[i] = fmt.Sprintf("vm%d", i)
+	}
+	b, _ := json.Marshal(map[string]any{"type": "system-maintenance", "vms": names, "notice": "24h", "description": "Forewarn benchmark"})
+	return string(b)
+}
+
+// requests returns each VM's poll request. For aws, each VM first PUTs
+// for its IMDSv2 session token, from its own address, at target; its
+// request then carries that token, which the server verifies on every
+// GET. The ceiling gets the same bytes and ignores the token.
+func requests(ctx context.Context, cfg PollConfig, addrs []netip.Addr, target string) ([][]byte, error) {
+	if cfg.API != "aws" {
+		return slices.Repeat([][]byte{[]byte(cfg.request(""))}, len(addrs)), nil
+	}
+	reqs := make([][]byte, len(addrs))
+	for i, a := range addrs {
+		c, err := dial(ctx, a, target, []byte(tokenRequest))
+		if err != nil {
+			return nil, err
+		}
+		status, _, tok, err := c.do("Content-Type")
+		c.c.Close()
+		if err != nil || status != http.StatusOK || len(tok) == 0 {
+			return nil, fmt.Errorf("token PUT from %s: status %d, %v", a, status, err)
+		}
+		reqs[i] = []byte(cfg.request(string(tok)))
+	}
+	return reqs, nil
 }
 
 // createEvent raises an event through the operator API at admin.
@@ -109,21 +163,37 @@ func Poll(ctx context.Context, cfg PollConfig) (*PollReport, error) {
 		}
 		defer fw.stop()
 		target = fw.metadata
-		if cfg.API != "gce" {
+		switch cfg.API {
+		case "gce":
+		case "aws":
+			if err := createEvent(ctx, fw.admin, awsEvent(cfg.VMs)); err != nil {
+				return nil, err
+			}
+			// The fleet requires tokens: a GET without one is refused.
+			if status, err := probe(ctx, addrs[0], target, cfg.request("")); err != nil || status != http.StatusUnauthorized {
+				return nil, fmt.Errorf("probe of %s without a token: status %d (want 401), %v", target, status, err)
+			}
+		default:
 			if err := createEvent(ctx, fw.admin, `{"type":"Reboot","vms":["vm0"],"notice":"24h","source":"User","description":"Forewarn benchmark"}`); err != nil {
 				return nil, err
 			}
 		}
 	}
-	req := []byte(cfg.request())
-	probe, err := dial(ctx, addrs[0], target, req)
+	reqs, err := requests(ctx, cfg, addrs, target)
 	if err != nil {
 		return nil, err
 	}
-	status, ctype, body, err := probe.do("Content-Type")
-	probe.c.Close()
+	first, err := dial(ctx, addrs[0], target, reqs[0])
+	if err != nil {
+		return nil, err
+	}
+	status, ctype, body, err := first.do("Content-Type")
+	first.c.Close()
 	if err != nil || status != 200 {
 		return nil, fmt.Errorf("probe of %s: status %d, %v", target, status, err)
+	}
+	if fw != nil && cfg.API == "aws" && !strings.Contains(string(body), `"system-maintenance"`) {
+		return nil, fmt.Errorf("probe of %s: the event is not listed: %s", target, body)
 	}
 	rep.BodyBytes = len(body)
 
@@ -139,14 +209,14 @@ func Poll(ctx context.Context, cfg PollConfig) (*PollReport, error) {
 	var fwLat, ceilLat []time.Duration
 	var fwTime, ceilTime, fwCPU, ceilCPU time.Duration
 	for round := range cfg.Rounds {
-		lat, bad, cpu, elapsed, err := measure(ctx, cfg, addrs, target, req, fw, round == 0)
+		lat, bad, cpu, elapsed, err := measure(ctx, cfg, addrs, target, reqs, fw, round == 0)
 		if err != nil {
 			return nil, err
 		}
 		fwLat, fwTime, fwCPU = append(fwLat, lat...), fwTime+elapsed, fwCPU+cpu
 		rep.Forewarn.Errors += bad
 		if ceil != nil {
-			lat, bad, cpu, elapsed, err := measure(ctx, cfg, addrs, ceil.metadata, req, ceil, round == 0)
+			lat, bad, cpu, elapsed, err := measure(ctx, cfg, addrs, ceil.metadata, reqs, ceil, round == 0)
 			if err != nil {
 				return nil, err
 			}
@@ -172,18 +242,30 @@ func finish(r *Run, lat []time.Duration, elapsed, cpu time.Duration) {
 	}
 }
 
+// probe sends req once from addr to target and returns the status.
+func probe(ctx context.Context, addr netip.Addr, target, req string) (int, error) {
+	c, err := dial(ctx, addr, target, []byte(req))
+	if err != nil {
+		return 0, err
+	}
+	defer c.c.Close()
+	status, _, _, err := c.do("")
+	return status, err
+}
+
 // measure opens one connection per VM to target, warms up, and runs the
-// closed loop, returning latencies, non-200 answers, the server's CPU
-// time (when it is a child) and the elapsed time.
-func measure(ctx context.Context, cfg PollConfig, addrs []netip.Addr, target string, req []byte, server *child, warm bool) ([]time.Duration, int, time.Duration, time.Duration, error) {
+// closed loop, each VM sending its request of reqs, returning latencies,
+// non-200 answers, the server's CPU time (when it is a child) and the
+// elapsed time.
+func measure(ctx context.Context, cfg PollConfig, addrs []netip.Addr, target string, reqs [][]byte, server *child, warm bool) ([]time.Duration, int, time.Duration, time.Duration, error) {
 	conns := make([]*conn, 0, len(addrs))
 	defer func() {
 		for _, c := range conns {
 			c.c.Close()
 		}
 	}()
-	for _, a := range addrs {
-		c, err := dial(ctx, a, target, req)
+	for i, a := range addrs {
+		c, err := dial(ctx, a, target, reqs[i])
 		if err != nil {
 			return nil, 0, 0, 0, err
 		}

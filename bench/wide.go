@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/forewarn/forewarn"
+	"github.com/forewarn/forewarn/aws"
 	"github.com/forewarn/forewarn/azure"
 	"github.com/forewarn/forewarn/bolt"
 	"github.com/forewarn/forewarn/engine"
@@ -24,8 +25,9 @@ type WideConfig struct {
 	// each, so every VM also sees the event through its set; 0 leaves
 	// them standalone, and -1 puts the whole fleet in one set.
 	SetSize int `json:"setSize"`
-	// Provider is forewarn.Azure (a Freeze) or forewarn.GCE (a
-	// MIGRATE_ON_HOST_MAINTENANCE).
+	// Provider is forewarn.Azure (a Freeze), forewarn.GCE (a
+	// MIGRATE_ON_HOST_MAINTENANCE) or forewarn.AWS (an EC2
+	// system-maintenance).
 	Provider forewarn.Provider `json:"provider"`
 }
 
@@ -63,8 +65,8 @@ type WideReport struct {
 }
 
 // Wide measures one event naming a whole fleet, for each size in turn, on
-// the real store (bbolt, in a temporary directory) with the Azure and GCE
-// renderers subscribed.
+// the real store (bbolt, in a temporary directory) with the Azure, GCE and
+// EC2 renderers subscribed.
 func Wide(ctx context.Context, cfg WideConfig) (*WideReport, error) {
 	if len(cfg.Sizes) == 0 {
 		return nil, fmt.Errorf("no fleet sizes")
@@ -72,8 +74,8 @@ func Wide(ctx context.Context, cfg WideConfig) (*WideReport, error) {
 	if cfg.Provider == "" {
 		cfg.Provider = forewarn.Azure
 	}
-	if cfg.Provider != forewarn.Azure && cfg.Provider != forewarn.GCE {
-		return nil, fmt.Errorf("provider %q is not azure or gce", cfg.Provider)
+	if cfg.Provider != forewarn.Azure && cfg.Provider != forewarn.GCE && cfg.Provider != forewarn.AWS {
+		return nil, fmt.Errorf("provider %q is not azure, gce or aws", cfg.Provider)
 	}
 	rep := &WideReport{Config: cfg}
 	for _, n := range cfg.Sizes {
@@ -98,12 +100,16 @@ func Wide(ctx context.Context, cfg WideConfig) (*WideReport, error) {
 }
 
 // wideFleet returns n VMs of provider p, in sets of setSize (Azure).
+// EC2 VMs get the keys a fleet file's defaults give them.
 func wideFleet(n, setSize int, p forewarn.Provider) *forewarn.Fleet {
 	f := &forewarn.Fleet{VMs: make([]*forewarn.VM, n)}
 	for i := range f.VMs {
 		vm := &forewarn.VM{Name: fmt.Sprintf("vm%06d", i), Provider: p}
 		if p == forewarn.GCE {
 			vm.Zone, vm.Project, vm.MachineType = "us-central1-a", "bench", "n2-standard-2"
+		} else if p == forewarn.AWS {
+			vm.InstanceID = fmt.Sprintf("i-%017x", i)
+			vm.Zone, vm.MachineType, vm.HTTPTokens, vm.HopLimit = "us-east-1a", "m5.large", "optional", 1
 		} else if setSize > 0 {
 			vm.AvailabilitySet = fmt.Sprintf("set%d", i/setSize)
 		} else if setSize < 0 {
@@ -114,7 +120,7 @@ func wideFleet(n, setSize int, p forewarn.Provider) *forewarn.Fleet {
 	return f
 }
 
-// served is an engine with both renderers, on a bbolt store.
+// served is an engine with the three renderers, on a bbolt store.
 type served struct {
 	store *bolt.Store
 	eng   *engine.Engine
@@ -132,6 +138,7 @@ func serve(ctx context.Context, path string, f *forewarn.Fleet) (*served, error)
 	}
 	azure.NewServer(eng, nil)
 	gce.NewServer(eng, nil)
+	aws.NewServer(eng, nil)
 	return &served{store: st, eng: eng}, nil
 }
 
@@ -160,8 +167,11 @@ func wideRun(ctx context.Context, cfg WideConfig, n int) (*WideRun, error) {
 
 	spec := engine.Spec{Type: forewarn.Freeze, Source: forewarn.User, Notice: time.Hour, Lasts: time.Hour,
 		VMs: make([]string, n)}
-	if cfg.Provider == forewarn.GCE {
+	switch cfg.Provider {
+	case forewarn.GCE:
 		spec.Type, spec.Source = forewarn.MigrateOnHostMaintenance, ""
+	case forewarn.AWS:
+		spec.Type, spec.Source = forewarn.SystemMaintenance, ""
 	}
 	for i, vm := range f.VMs {
 		spec.VMs[i] = vm.Name

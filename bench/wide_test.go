@@ -23,6 +23,7 @@ func TestWideEventIsLinear(t *testing.T) {
 		{"azure one availability set", bench.WideConfig{Provider: forewarn.Azure, SetSize: -1}},
 		{"azure sets of 100", bench.WideConfig{Provider: forewarn.Azure, SetSize: 100}},
 		{"gce", bench.WideConfig{Provider: forewarn.GCE}},
+		{"aws", bench.WideConfig{Provider: forewarn.AWS}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			c.cfg.Sizes = []int{small, large}

@@ -52,7 +52,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	switch args[0] {
 	case "poll":
 		cfg := bench.PollConfig{Binary: self}
-		fs.StringVar(&cfg.API, "api", "azure", "azure (scheduledevents with an event present) or gce (maintenance-event)")
+		fs.StringVar(&cfg.API, "api", "azure", "azure (scheduledevents with an event present), gce (maintenance-event) or aws (events/maintenance/scheduled with an event present, an IMDSv2 token on every GET)")
 		fs.IntVar(&cfg.VMs, "vms", 64, "simulated VMs, one keep-alive connection each (the -c of wrk)")
 		fs.DurationVar(&cfg.Duration, "duration", 10*time.Second, "measured time per server, split over the rounds")
 		fs.DurationVar(&cfg.Warmup, "warmup", 2*time.Second, "unmeasured warm-up per server")
@@ -66,8 +66,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			if err != nil {
 				return nil, err
 			}
-			if cfg.API != "azure" && cfg.API != "gce" {
-				return nil, fmt.Errorf("--api %q is not azure or gce", cfg.API)
+			if cfg.API != "azure" && cfg.API != "gce" && cfg.API != "aws" {
+				return nil, fmt.Errorf("--api %q is not azure, gce or aws", cfg.API)
 			}
 			return bench.Poll(ctx, cfg)
 		}
@@ -92,7 +92,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		wide := fs.String("wide", "", "fleet sizes, comma-separated (1000,10000,100000): measure one event naming every VM instead")
 		var wcfg bench.WideConfig
 		fs.IntVar(&wcfg.SetSize, "wide-set", 200, "with --wide: VMs per availability set (0: standalone VMs, -1: one set of the whole fleet)")
-		provider := fs.String("wide-provider", "azure", "with --wide: azure (a Freeze) or gce (a live migration)")
+		provider := fs.String("wide-provider", "azure", "with --wide: azure (a Freeze), gce (a live migration) or aws (an EC2 system-maintenance)")
 		run = func() (any, error) {
 			if *wide == "" {
 				return bench.Engine(ctx, cfg)
@@ -225,7 +225,11 @@ func printBench(w io.Writer, rep any) {
 		}
 	case *bench.WideReport:
 		ms := func(d time.Duration) string { return fmt.Sprintf("%.1fms", float64(d)/1e6) }
-		fmt.Fprintf(tw, "one %s event naming every VM (sets of %d)\n", r.Config.Provider, r.Config.SetSize)
+		if r.Config.Provider == forewarn.Azure {
+			fmt.Fprintf(tw, "one %s event naming every VM (sets of %d)\n", r.Config.Provider, r.Config.SetSize)
+		} else {
+			fmt.Fprintf(tw, "one %s event naming every VM\n", r.Config.Provider)
+		}
 		fmt.Fprintln(tw, "VMS\tCREATE\tSTART\tCOMPLETE\tRESTART\tBASE RSS\tPEAK EXTRA RSS\tHEAP EXTRA")
 		for _, x := range r.Runs {
 			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d MiB\t%d MiB\t%d MiB\n", x.VMs, ms(x.Create), ms(x.Start), ms(x.Complete), ms(x.Restart),

@@ -1,0 +1,191 @@
+package aws
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/forewarn/forewarn"
+	"github.com/forewarn/forewarn/engine"
+	"github.com/forewarn/forewarn/mem"
+)
+
+// discard is a ResponseWriter that keeps its header map between
+// requests, so a benchmark counts only the handler's own allocations.
+type discard struct {
+	h    http.Header
+	code int
+	body []byte
+}
+
+func (w *discard) Header() http.Header         { return w.h }
+func (w *discard) Write(b []byte) (int, error) { w.body = b; return len(b), nil }
+func (w *discard) WriteHeader(code int)        { w.code = code }
+
+// The benchmark fleet's addresses: v1 takes IMDSv1 and v2 requires
+// tokens.
+const (
+	benchV1 = "127.0.0.2:40000"
+	benchV2 = "127.0.0.3:40000"
+)
+
+// benchVM returns EC2 VM i of a benchmark fleet, with the keys a fleet
+// file's defaults give it.
+func benchVM(i int, ip netip.Addr, tokens string) *forewarn.VM {
+	return &forewarn.VM{Name: fmt.Sprintf("vm%06d", i), IP: ip, Provider: forewarn.AWS, InstanceID: fmt.Sprintf("i-%017x", i),
+		Zone: "us-east-1a", MachineType: "m5.large", HTTPTokens: tokens, HopLimit: 1}
+}
+
+// benchEngine serves f from an in-memory store, with one EC2
+// system-maintenance naming every VM of f, and returns the engine and
+// the aws Server subscribed to it.
+func benchEngine(tb testing.TB, f *forewarn.Fleet) (*engine.Engine, *Server) {
+	tb.Helper()
+	e, err := engine.New(tb.Context(), engine.Config{Store: mem.New(), Fleet: f, AllowShortNotice: true})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { e.Close() })
+	s := NewServer(e, nil)
+	spec := engine.Spec{Type: forewarn.SystemMaintenance, Notice: 24 * time.Hour, VMs: make([]string, len(f.VMs))}
+	for i, vm := range f.VMs {
+		spec.VMs[i] = vm.Name
+	}
+	if _, err := e.Create(tb.Context(), spec); err != nil {
+		tb.Fatal(err)
+	}
+	return e, s
+}
+
+// getSetup returns a Server for two VMs with the event present, and a GET
+// of the scheduled events key from remote.
+func getSetup(tb testing.TB, remote string) (*Server, *http.Request) {
+	tb.Helper()
+	f := &forewarn.Fleet{VMs: []*forewarn.VM{
+		benchVM(0, netip.MustParseAddrPort(benchV1).Addr(), "optional"),
+		benchVM(1, netip.MustParseAddrPort(benchV2).Addr(), "required"),
+	}}
+	_, s := benchEngine(tb, f)
+	r := httptest.NewRequest(http.MethodGet, "http://169.254.169.254/latest/meta-data/events/maintenance/scheduled", nil)
+	r.RemoteAddr = remote
+	return s, r
+}
+
+// getToken PUTs for a six-hour session token from remote.
+func getToken(tb testing.TB, s *Server, remote string) string {
+	tb.Helper()
+	r := httptest.NewRequest(http.MethodPut, "http://169.254.169.254"+TokenPath, nil)
+	r.RemoteAddr = remote
+	r.Header.Set(TokenTTLHeader, "21600")
+	w := httptest.NewRecorder()
+	s.ServeHTTP(w, r)
+	if w.Code != http.StatusOK || w.Body.Len() == 0 {
+		tb.Fatalf("token PUT: %d %q", w.Code, w.Body)
+	}
+	return w.Body.String()
+}
+
+// serveLoop benchmarks s answering r, and checks the last answer lists
+// the event.
+func serveLoop(b *testing.B, s *Server, r *http.Request) {
+	w := &discard{h: http.Header{}}
+	b.ReportAllocs()
+	for b.Loop() {
+		clear(w.h)
+		s.ServeHTTP(w, r)
+	}
+	if w.code != http.StatusOK || !bytes.Contains(w.body, []byte(`"system-maintenance"`)) {
+		b.Fatalf("status %d, %q", w.code, w.body)
+	}
+}
+
+// BenchmarkGET is the hot path: an IMDSv1 GET of events/maintenance/
+// scheduled with an event present.
+func BenchmarkGET(b *testing.B) {
+	s, r := getSetup(b, benchV1)
+	serveLoop(b, s, r)
+}
+
+// BenchmarkGETWithToken is the IMDSv2 GET of the same key by a VM that
+// requires tokens: the token is verified on every request.
+func BenchmarkGETWithToken(b *testing.B) {
+	s, r := getSetup(b, benchV2)
+	r.Header.Set(TokenHeader, getToken(b, s, benchV2))
+	serveLoop(b, s, r)
+}
+
+// BenchmarkTokenPUT issues a session token (without a connection, so the
+// hop limit's setsockopt is not part of it).
+func BenchmarkTokenPUT(b *testing.B) {
+	s, _ := getSetup(b, benchV2)
+	r := httptest.NewRequest(http.MethodPut, "http://169.254.169.254"+TokenPath, nil)
+	r.RemoteAddr = benchV2
+	r.Header.Set(TokenTTLHeader, "21600")
+	w := &discard{h: http.Header{}}
+	b.ReportAllocs()
+	for b.Loop() {
+		clear(w.h)
+		s.ServeHTTP(w, r)
+	}
+	if w.code != http.StatusOK || len(w.body) == 0 {
+		b.Fatalf("status %d, %q", w.code, w.body)
+	}
+}
+
+// BenchmarkRender renders every VM of an N-VM fleet from its view after
+// one event naming them all: what the engine's publication of that event
+// costs the aws renderer. One op is the whole fleet; ns/VM is per VM.
+func BenchmarkRender(b *testing.B) {
+	for _, n := range []int{1000, 10000, 100000} {
+		b.Run(fmt.Sprintf("vms=%d", n), func(b *testing.B) {
+			f := &forewarn.Fleet{VMs: make([]*forewarn.VM, n)}
+			for i := range f.VMs {
+				f.VMs[i] = benchVM(i, netip.Addr{}, "optional")
+			}
+			e, _ := benchEngine(b, f)
+			views := make([]*engine.View, n)
+			statics := make([]*static, n)
+			for i, vm := range f.VMs {
+				views[i], statics[i] = e.View(vm.Name), newStatic(vm)
+			}
+			docs := make([]*doc, n)
+			b.ReportAllocs()
+			for b.Loop() {
+				for i, v := range views {
+					docs[i] = render(v, statics[i])
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/VM")
+			if d := docs[n-1]; !bytes.Contains(d.scheduled, []byte(`"system-maintenance"`)) {
+				b.Fatalf("the last VM's scheduled events: %s", d.scheduled)
+			}
+		})
+	}
+}
+
+// TestGETDoesNotAllocate pins BenchmarkGET's result: an IMDSv1 GET of a
+// prepared key makes no allocation in the handler's own code.
+func TestGETDoesNotAllocate(t *testing.T) {
+	s, r := getSetup(t, benchV1)
+	w := &discard{h: http.Header{}}
+	s.ServeHTTP(w, r)
+	if w.code != http.StatusOK || !bytes.Contains(w.body, []byte(`"system-maintenance"`)) {
+		t.Fatalf("status %d, %q", w.code, w.body)
+	}
+	// The first GET enabled the VM, which the engine writes to its store
+	// in the background, and AllocsPerRun counts every goroutine's
+	// allocations: take the least of three runs. An allocation in the
+	// handler shows in every run.
+	n := math.Inf(1)
+	for range 3 {
+		n = min(n, testing.AllocsPerRun(200, func() { clear(w.h); s.ServeHTTP(w, r) }))
+	}
+	if n != 0 {
+		t.Fatalf("%v allocations per GET", n)
+	}
+}
