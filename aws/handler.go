@@ -16,12 +16,15 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"fmt"
+	"hash"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -36,8 +39,12 @@ const (
 	TokenTTLHeader = "X-aws-ec2-metadata-token-ttl-seconds"
 )
 
-// tokenKey is TokenHeader as net/http keys a request's headers.
-var tokenKey = http.CanonicalHeaderKey(TokenHeader)
+// tokenKey and ttlKey are TokenHeader and TokenTTLHeader as net/http
+// keys headers.
+var (
+	tokenKey = http.CanonicalHeaderKey(TokenHeader)
+	ttlKey   = http.CanonicalHeaderKey(TokenTTLHeader)
+)
 
 // TokenPath is where a VM PUTs for a session token.
 const TokenPath = "/latest/api/token"
@@ -60,6 +67,21 @@ type Server struct {
 	docs map[string]*atomic.Pointer[doc]
 	// key signs session tokens: a token names no VM, its signature does.
 	key [32]byte
+	// macs holds HMAC-SHA256 hashes keyed with key, for reuse.
+	macs sync.Pool
+	// lastToken holds, per VM, the token it last presented that checked
+	// out, so that a VM reusing its token (they do, for hours) costs no
+	// signature check; read-only map.
+	lastToken map[string]*atomic.Pointer[checked]
+}
+
+// checked is a token found valid, with its expiry and the remaining-TTL
+// header value of one second of its life.
+type checked struct {
+	tok string
+	exp int64 // Unix nanoseconds
+	sec int64
+	hdr []string
 }
 
 // NewServer returns a Server answering for eng's fleet. It renders every
@@ -68,12 +90,15 @@ func NewServer(eng *engine.Engine, log *slog.Logger) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{eng: eng, index: forewarn.NewIndex(eng.Fleet()), log: log, docs: map[string]*atomic.Pointer[doc]{}}
+	s := &Server{eng: eng, index: forewarn.NewIndex(eng.Fleet()), log: log, docs: map[string]*atomic.Pointer[doc]{},
+		lastToken: map[string]*atomic.Pointer[checked]{}}
 	_, _ = rand.Read(s.key[:]) // crypto/rand.Read never fails
+	s.macs.New = func() any { return hmac.New(sha256.New, s.key[:]) }
 	statics := map[string]*static{}
 	for _, vm := range eng.Fleet().VMs {
 		if vm.Provider == forewarn.AWS {
 			s.docs[vm.Name] = new(atomic.Pointer[doc])
+			s.lastToken[vm.Name] = new(atomic.Pointer[checked])
 			statics[vm.Name] = newStatic(vm)
 		}
 	}
@@ -141,16 +166,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if tok, ok := r.Header[tokenKey]; ok || d.static.tokensRequired {
-		left := int64(-1)
+		var left []string
 		if ok && len(tok) == 1 {
-			left = s.remaining(vm, tok[0])
+			left = s.check(vm, tok[0])
 		}
-		if left < 0 {
+		if left == nil {
 			writeError(w, http.StatusUnauthorized)
 			return
 		}
 		// The token's remaining life, which clients use to renew it.
-		h.Set(TokenTTLHeader, strconv.FormatInt(left, 10))
+		h[ttlKey] = left
 	}
 	s.eng.NoteRequest(vm.Name) // the operator's last call; at most an hourly write
 	b := lookup(d, r.URL.Path)
@@ -235,15 +260,41 @@ func (s *Server) issue(vm *forewarn.VM, exp time.Time) string {
 }
 
 func (s *Server) sign(vm *forewarn.VM, head []byte) []byte {
-	m := hmac.New(sha256.New, s.key[:])
+	m := s.macs.Get().(hash.Hash)
+	defer s.macs.Put(m)
+	m.Reset()
 	m.Write(head)
-	m.Write([]byte(vm.Name))
+	io.WriteString(m, vm.Name)
 	return m.Sum(nil)[:tokenLen-9]
 }
 
-// remaining returns the whole seconds left of tok, a token issued to vm,
-// or -1 when tok is not one or has expired.
-func (s *Server) remaining(vm *forewarn.VM, tok string) int64 {
+// check returns the remaining-TTL header value of tok, a token issued to
+// vm, or nil when tok is not one or has expired. The VM's last good
+// token is checked by comparison; others by their signature.
+func (s *Server) check(vm *forewarn.VM, tok string) []string {
+	p := s.lastToken[vm.Name]
+	now := time.Now().UnixNano()
+	c := p.Load()
+	if c == nil || c.tok != tok {
+		left := s.remaining(vm, tok)
+		if left < 0 {
+			return nil
+		}
+		c = &checked{tok: tok, exp: now + int64(left), sec: -1}
+	}
+	if now >= c.exp {
+		return nil
+	}
+	if sec := (c.exp - now) / int64(time.Second); sec != c.sec {
+		c = &checked{tok: c.tok, exp: c.exp, sec: sec, hdr: []string{strconv.FormatInt(sec, 10)}}
+		p.Store(c)
+	}
+	return c.hdr
+}
+
+// remaining returns the time left of tok, a token issued to vm, or -1
+// when tok is not one or has expired.
+func (s *Server) remaining(vm *forewarn.VM, tok string) time.Duration {
 	// Decode needs room for whole quanta, padding included: 42 bytes.
 	var b [(tokenLen + 2) / 3 * 3]byte
 	if base64.URLEncoding.EncodedLen(tokenLen) != len(tok) {
@@ -259,7 +310,7 @@ func (s *Server) remaining(vm *forewarn.VM, tok string) int64 {
 	if left <= 0 {
 		return -1
 	}
-	return int64(left / time.Second)
+	return left
 }
 
 // The fixed listings.
