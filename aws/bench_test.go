@@ -156,8 +156,9 @@ func BenchmarkRender(b *testing.B) {
 			docs := make([]*doc, n)
 			b.ReportAllocs()
 			for b.Loop() {
+				cache := &renderCache{} // as for a new version of the event
 				for i, v := range views {
-					docs[i] = render(v, statics[i])
+					docs[i] = render(v, statics[i], cache)
 				}
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/VM")

@@ -102,9 +102,10 @@ func NewServer(eng *engine.Engine, log *slog.Logger) *Server {
 			statics[vm.Name] = newStatic(vm)
 		}
 	}
+	cache := &renderCache{}
 	eng.Subscribe(func(v *engine.View) {
 		if p := s.docs[v.VM.Name]; p != nil {
-			p.Store(render(v, statics[v.VM.Name]))
+			p.Store(render(v, statics[v.VM.Name], cache))
 		}
 	})
 	return s

@@ -8,10 +8,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/forewarn/forewarn"
 	"github.com/forewarn/forewarn/engine"
+	"github.com/forewarn/forewarn/internal/weakmap"
 )
 
 // EventTime is the layout of the times in events/maintenance, such as
@@ -178,44 +180,99 @@ func entry(ev *forewarn.Event) scheduledEvent {
 	return e
 }
 
+// emptyList is the answer of an event list with no events.
+var emptyList = []byte("[]")
+
+// renderCache shares the rendering of one event version between every
+// VM that lists it: an event naming 100,000 VMs is rendered once, not
+// once per VM. Entries go when their event version is garbage.
+type renderCache struct {
+	mu sync.Mutex
+	// entries holds an event's entry, "{...}"; alone its one-event list,
+	// "[ {...} ]", the whole answer of most VMs.
+	entries, alone weakmap.Map[forewarn.Event, []byte]
+}
+
+// entry returns ev's entry, rendered once.
+func (c *renderCache) entry(ev *forewarn.Event) []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if b, ok := c.entries.Get(ev); ok {
+		return b
+	}
+	b := entryJSON(ev)
+	c.entries.Put(ev, b)
+	return b
+}
+
+// single returns the list of ev alone, rendered once.
+func (c *renderCache) single(ev *forewarn.Event) []byte {
+	e := c.entry(ev)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if b, ok := c.alone.Get(ev); ok {
+		return b
+	}
+	b := make([]byte, 0, len(e)+4)
+	b = append(append(append(b, "[ "...), e...), " ]"...)
+	c.alone.Put(ev, b)
+	return b
+}
+
+// entryJSON renders ev in EC2's own layout: two-space fields with " : ".
+func entryJSON(ev *forewarn.Event) []byte {
+	e := entry(ev)
+	var b bytes.Buffer
+	b.WriteString("{\n")
+	for j, f := range [][2]string{{"NotBefore", e.NotBefore}, {"Code", e.Code}, {"Description", e.Description},
+		{"EventId", e.EventID}, {"NotAfter", e.NotAfter}, {"NotBeforeDeadline", e.NotBeforeDeadline}, {"State", e.State}} {
+		if f[1] == "" {
+			continue
+		}
+		if j > 0 {
+			b.WriteString(",\n")
+		}
+		fmt.Fprintf(&b, "  %q : %s", f[0], jsonString(f[1]))
+	}
+	b.WriteString("\n}")
+	return b.Bytes()
+}
+
 // eventList renders the EC2 scheduled events of evs that keep keeps as a
-// JSON array, earliest NotBefore first; [] when there are none.
-func eventList(evs []*forewarn.Event, keep func(*forewarn.Event) bool) []byte {
+// JSON array, earliest NotBefore first, in EC2's layout ("[ {...}, {...} ]");
+// [] when there are none.
+func eventList(evs []*forewarn.Event, keep func(*forewarn.Event) bool, cache *renderCache) []byte {
+	var one *forewarn.Event
 	var sel []*forewarn.Event
 	for _, ev := range evs {
 		if ev.Type.EC2() && keep(ev) {
-			sel = append(sel, ev)
+			if one == nil {
+				one = ev
+			} else {
+				sel = append(sel, ev)
+			}
 		}
 	}
+	switch {
+	case one == nil:
+		return emptyList
+	case sel == nil:
+		return cache.single(one)
+	}
+	sel = append(sel, one)
 	slices.SortStableFunc(sel, func(a, b *forewarn.Event) int {
 		if c := windowStart(a).Compare(windowStart(b)); c != 0 {
 			return c
 		}
 		return strings.Compare(a.ID, b.ID)
 	})
-	if len(sel) == 0 {
-		return []byte("[]")
-	}
-	// EC2's own layout: "[ {", two-space fields with " : ", "}, {", "} ]".
 	var b bytes.Buffer
 	b.WriteString("[ ")
 	for i, ev := range sel {
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		e := entry(ev)
-		b.WriteString("{\n")
-		for j, f := range [][2]string{{"NotBefore", e.NotBefore}, {"Code", e.Code}, {"Description", e.Description},
-			{"EventId", e.EventID}, {"NotAfter", e.NotAfter}, {"NotBeforeDeadline", e.NotBeforeDeadline}, {"State", e.State}} {
-			if f[1] == "" {
-				continue
-			}
-			if j > 0 {
-				b.WriteString(",\n")
-			}
-			fmt.Fprintf(&b, "  %q : %s", f[0], jsonString(f[1]))
-		}
-		b.WriteString("\n}")
+		b.Write(cache.entry(ev))
 	}
 	b.WriteString(" ]")
 	return b.Bytes()
@@ -225,15 +282,16 @@ func eventList(evs []*forewarn.Event, keep func(*forewarn.Event) bool) []byte {
 // the newest.
 const MaxHistory = 100
 
-// render builds the doc of v's VM, reusing st.
-func render(v *engine.View, st *static) *doc {
+// render builds the doc of v's VM, reusing st and the renderings in
+// cache.
+func render(v *engine.View, st *static, cache *renderCache) *doc {
 	d := &doc{static: st, gone: v.Deleted}
-	d.scheduled = eventList(v.Events, func(ev *forewarn.Event) bool { return v.Own(ev) })
+	d.scheduled = eventList(v.Events, v.Own, cache)
 	hist := v.History
 	if len(hist) > MaxHistory {
 		hist = hist[len(hist)-MaxHistory:] // the newest, by creation
 	}
-	d.history = eventList(hist, func(*forewarn.Event) bool { return true })
+	d.history = eventList(hist, func(*forewarn.Event) bool { return true }, cache)
 	vm := v.VM
 	for _, ev := range v.Events {
 		if !v.Own(ev) {
@@ -262,15 +320,35 @@ func render(v *engine.View, st *static) *doc {
 	if vm.AutoScalingGroup != "" && d.lifecycle == nil {
 		d.lifecycle = []byte(cmp.Or(vm.WarmPool, "InService"))
 	}
-	d.metaData = listing(metaDataKeys(vm, d))
-	d.events = listing(eventKeys(d))
+	d.metaData = metaDataListings[b2i(vm.AutoScalingGroup != "")][b2i(d.instanceAction != nil)]
+	d.events = eventListings[b2i(d.rebalance != nil)]
 	if d.instanceAction != nil {
-		d.spot = listing(spotKeys(d))
+		d.spot = spotListings[b2i(d.termination != nil)]
 	}
 	if d.rebalance != nil {
-		d.recommendations = []byte("rebalance")
+		d.recommendations = lsRecommendations
 	}
 	return d
+}
+
+// The listings that vary, each rendered once: meta-data/ by [in an Auto
+// Scaling group][interruption notice], events/ by [rebalance
+// recommended], spot/ by [termination time].
+var (
+	metaDataListings = [2][2][]byte{
+		{listing(metaDataKeys(false, false)), listing(metaDataKeys(false, true))},
+		{listing(metaDataKeys(true, false)), listing(metaDataKeys(true, true))},
+	}
+	eventListings     = [2][]byte{listing([]string{"maintenance/"}), listing([]string{"maintenance/", "recommendations/"})}
+	spotListings      = [2][]byte{listing([]string{"instance-action"}), listing([]string{"instance-action", "termination-time"})}
+	lsRecommendations = []byte("rebalance")
+)
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // jsonString returns s as a JSON string, with <, > and & as they are.
@@ -286,31 +364,18 @@ func jsonString(s string) []byte {
 // newline, as EC2 does.
 func listing(names []string) []byte { return []byte(strings.Join(names, "\n")) }
 
-// metaDataKeys lists meta-data/ for vm as d shows it, in EC2's
-// alphabetical order; directories end in a slash.
-func metaDataKeys(vm *forewarn.VM, d *doc) []string {
+// metaDataKeys lists meta-data/ in EC2's alphabetical order, with
+// autoscaling/ for a group member and spot/ while an interruption notice
+// stands; directories end in a slash.
+func metaDataKeys(asg, spot bool) []string {
 	keys := []string{"ami-id"}
-	if vm.AutoScalingGroup != "" {
+	if asg {
 		keys = append(keys, "autoscaling/")
 	}
 	keys = append(keys, "events/", "hostname", "instance-id", "instance-life-cycle", "instance-type",
 		"local-hostname", "local-ipv4", "mac", "placement/")
-	if d.instanceAction != nil {
+	if spot {
 		keys = append(keys, "spot/")
 	}
 	return keys
-}
-
-func eventKeys(d *doc) []string {
-	if d.rebalance != nil {
-		return []string{"maintenance/", "recommendations/"}
-	}
-	return []string{"maintenance/"}
-}
-
-func spotKeys(d *doc) []string {
-	if d.termination != nil {
-		return []string{"instance-action", "termination-time"}
-	}
-	return []string{"instance-action"}
 }
