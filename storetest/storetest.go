@@ -153,8 +153,8 @@ func RunDurable(t *testing.T, open func(t *testing.T, dir string) forewarn.Store
 // testEventFields fails when Event or Approval grow a field that
 // eventDiff does not compare, or VMRecord one that vmDiff does not.
 func testEventFields(t *testing.T) {
-	if n := reflect.TypeFor[forewarn.Event]().NumField(); n != 17 {
-		t.Errorf("forewarn.Event has %d fields, the suite compares 17: update eventDiff and fullEvent", n)
+	if n := reflect.TypeFor[forewarn.Event]().NumField(); n != 19 {
+		t.Errorf("forewarn.Event has %d fields, the suite compares 19: update eventDiff and fullEvent", n)
 	}
 	if n := reflect.TypeFor[forewarn.Approval]().NumField(); n != 2 {
 		t.Errorf("forewarn.Approval has %d fields, the suite compares 2: update eventDiff", n)
@@ -759,6 +759,8 @@ func fullEvent(n int) *forewarn.Event {
 		StartedAt:   time.Date(2026, 3, 1, 10, 10, 1, 987654321, cet),
 		EndedAt:     time.Date(2026, 3, 1, 10, 15, 2, 1, cet),
 		ResumedAt:   time.Date(2026, 3, 1, 11, 0, 0, 42, cet),
+		Deadline:    time.Date(2026, 3, 8, 9, 15, 0, 7, cet),
+		Action:      "hibernate",
 		Approvals: []forewarn.Approval{
 			{By: "vm-a", At: time.Date(2026, 3, 1, 9, 5, 0, 500, time.UTC)},
 			{By: forewarn.Operator, At: time.Date(2026, 3, 1, 10, 10, 1, 0, cet)},
@@ -957,6 +959,10 @@ func eventDiff(want, got *forewarn.Event) string {
 	timeField("StartedAt", want.StartedAt, got.StartedAt)
 	timeField("EndedAt", want.EndedAt, got.EndedAt)
 	timeField("ResumedAt", want.ResumedAt, got.ResumedAt)
+	timeField("Deadline", want.Deadline, got.Deadline)
+	if got.Action != want.Action {
+		field("Action", want.Action, got.Action)
+	}
 	if len(got.Approvals) != len(want.Approvals) {
 		field("Approvals", want.Approvals, got.Approvals)
 	} else {
