@@ -172,7 +172,19 @@ func BenchmarkRender(b *testing.B) {
 // TestGETDoesNotAllocate pins BenchmarkGET's result: an IMDSv1 GET of a
 // prepared key makes no allocation in the handler's own code.
 func TestGETDoesNotAllocate(t *testing.T) {
-	s, r := getSetup(t, benchV1)
+	t.Run("IMDSv1", func(t *testing.T) {
+		s, r := getSetup(t, benchV1)
+		noAllocs(t, s, r)
+	})
+	t.Run("IMDSv2", func(t *testing.T) {
+		s, r := getSetup(t, benchV2)
+		r.Header.Set(TokenHeader, getToken(t, s, benchV2))
+		noAllocs(t, s, r)
+	})
+}
+
+func noAllocs(t *testing.T, s *Server, r *http.Request) {
+	t.Helper()
 	w := &discard{h: http.Header{}}
 	s.ServeHTTP(w, r)
 	if w.code != http.StatusOK || !bytes.Contains(w.body, []byte(`"system-maintenance"`)) {

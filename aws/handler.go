@@ -13,6 +13,7 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/base64"
 	"encoding/binary"
 	"fmt"
@@ -28,6 +29,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/forewarn/forewarn"
 	"github.com/forewarn/forewarn/engine"
@@ -195,7 +197,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // the VM's hop limit.
 func (s *Server) handleToken(w http.ResponseWriter, r *http.Request, vm *forewarn.VM, d *doc) {
 	h := w.Header()
-	if r.Method != http.MethodPut {
+	switch r.Method {
+	case http.MethodPut:
+	case http.MethodOptions:
+		h.Set("Allow", "OPTIONS, PUT")
+		h["Content-Type"] = hdrText
+		h["Content-Length"] = []string{"0"}
+		w.WriteHeader(http.StatusOK)
+		return
+	default:
 		notAllowed(w, "OPTIONS, PUT")
 		return
 	}
@@ -204,11 +214,11 @@ func (s *Server) handleToken(w http.ResponseWriter, r *http.Request, vm *forewar
 		return
 	}
 	vals := r.Header.Values(TokenTTLHeader)
-	ttl, err := 0, error(nil)
+	ttl := -1
 	if len(vals) == 1 {
-		ttl, err = strconv.Atoi(strings.TrimSpace(vals[0]))
+		ttl = parseTTL(vals[0])
 	}
-	if len(vals) != 1 || err != nil || ttl < 1 || ttl > MaxTokenTTL {
+	if ttl < 1 || ttl > MaxTokenTTL {
 		writeError(w, http.StatusBadRequest)
 		return
 	}
@@ -221,28 +231,54 @@ func (s *Server) handleToken(w http.ResponseWriter, r *http.Request, vm *forewar
 	h["Content-Type"] = hdrText
 	h.Set(TokenTTLHeader, strconv.Itoa(ttl))
 	h["Content-Length"] = []string{strconv.Itoa(len(tok))}
+	// As EC2 does: the hop limit stays on this answer's connection only,
+	// and a caller too far away holds no connection.
+	h.Set("Connection", "close")
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write([]byte(tok))
 }
 
-// setTTL sets the IP TTL (or IPv6 hop limit) of the socket under c.
+// parseTTL returns the seconds a TTL header value asks for: 1 to 5
+// decimal digits and nothing else, or -1.
+func parseTTL(v string) int {
+	if len(v) == 0 || len(v) > 5 {
+		return -1
+	}
+	n := 0
+	for i := 0; i < len(v); i++ {
+		if v[i] < '0' || v[i] > '9' {
+			return -1
+		}
+		n = n*10 + int(v[i]-'0')
+	}
+	return n
+}
+
+// setTTL sets the IP TTL and, on an IPv6 socket, the IPv6 unicast hop
+// limit of the socket under c: Linux accepts IP_TTL on an IPv6 socket
+// but applies it only to IPv4-mapped peers.
 func setTTL(c syscall.Conn, ttl int) error {
 	rc, err := c.SyscallConn()
 	if err != nil {
 		return err
 	}
-	var serr error
+	var e4, e6 error
 	err = rc.Control(func(fd uintptr) {
-		serr = syscall.SetsockoptInt(int(fd), syscall.IPPROTO_IP, syscall.IP_TTL, ttl)
-		if serr != nil { // an IPv6 socket
-			serr = syscall.SetsockoptInt(int(fd), syscall.IPPROTO_IPV6, syscall.IPV6_UNICAST_HOPS, ttl)
-		}
+		e4 = syscall.SetsockoptInt(int(fd), syscall.IPPROTO_IP, syscall.IP_TTL, ttl)
+		e6 = syscall.SetsockoptInt(int(fd), syscall.IPPROTO_IPV6, syscall.IPV6_UNICAST_HOPS, ttl)
 	})
-	if err != nil {
+	switch {
+	case err != nil:
 		return err
+	case e4 != nil && e6 != nil:
+		return e4
 	}
-	return serr
+	return nil
 }
+
+// tokenEncoding is padded URL-safe base64 that refuses a last character
+// with unused bits set, so that a token has one spelling only.
+var tokenEncoding = base64.URLEncoding.Strict()
 
 // tokenLen is a token's length in bytes before encoding: a version byte,
 // the expiry in Unix nanoseconds, and a truncated signature. Encoded, it is
@@ -257,7 +293,7 @@ func (s *Server) issue(vm *forewarn.VM, exp time.Time) string {
 	b[0] = 1
 	binary.BigEndian.PutUint64(b[1:9], uint64(exp.UnixNano())) // not whole seconds: a token lasts its full TTL
 	copy(b[9:], s.sign(vm, b[:9]))
-	return base64.URLEncoding.EncodeToString(b[:])
+	return tokenEncoding.EncodeToString(b[:])
 }
 
 func (s *Server) sign(vm *forewarn.VM, head []byte) []byte {
@@ -276,7 +312,7 @@ func (s *Server) check(vm *forewarn.VM, tok string) []string {
 	p := s.lastToken[vm.Name]
 	now := time.Now().UnixNano()
 	c := p.Load()
-	if c == nil || c.tok != tok {
+	if c == nil || !sameToken(c.tok, tok) {
 		left := s.remaining(vm, tok)
 		if left < 0 {
 			return nil
@@ -293,15 +329,21 @@ func (s *Server) check(vm *forewarn.VM, tok string) []string {
 	return c.hdr
 }
 
+// sameToken reports whether a and b are equal, in time that does not
+// depend on where they differ.
+func sameToken(a, b string) bool {
+	return subtle.ConstantTimeCompare(unsafe.Slice(unsafe.StringData(a), len(a)), unsafe.Slice(unsafe.StringData(b), len(b))) == 1
+}
+
 // remaining returns the time left of tok, a token issued to vm, or -1
 // when tok is not one or has expired.
 func (s *Server) remaining(vm *forewarn.VM, tok string) time.Duration {
 	// Decode needs room for whole quanta, padding included: 42 bytes.
 	var b [(tokenLen + 2) / 3 * 3]byte
-	if base64.URLEncoding.EncodedLen(tokenLen) != len(tok) {
+	if tokenEncoding.EncodedLen(tokenLen) != len(tok) {
 		return -1
 	}
-	if n, err := base64.URLEncoding.Decode(b[:], []byte(tok)); err != nil || n != tokenLen || b[0] != 1 {
+	if n, err := tokenEncoding.Decode(b[:], []byte(tok)); err != nil || n != tokenLen || b[0] != 1 {
 		return -1
 	}
 	if !hmac.Equal(b[9:tokenLen], s.sign(vm, b[:9])) {

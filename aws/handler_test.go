@@ -25,6 +25,7 @@ const (
 	warmAddr  = "127.0.0.5:40000" // warm pool
 	azAddr    = "127.0.0.6:40000" // an Azure VM
 	stopAddr  = "127.0.0.7:40000" // Spot, stops when interrupted
+	hibAddr   = "127.0.0.8:40000" // Spot, hibernates when interrupted
 	otherAddr = "127.0.0.99:40000"
 )
 
@@ -47,6 +48,7 @@ func testFleet() *forewarn.Fleet {
 		a("warm_3", warmAddr, "i-0000000000000000d", func(v *forewarn.VM) { v.AutoScalingGroup, v.WarmPool = "web", "Warmed:Stopped" }),
 		{Name: "az", IP: ip(azAddr), Provider: forewarn.Azure},
 		a("stop_5", stopAddr, "i-0000000000000000e", func(v *forewarn.VM) { v.Spot, v.SpotInterruptionBehavior = true, "stop" }),
+		a("hib_6", hibAddr, "i-0000000000000000f", func(v *forewarn.VM) { v.Spot, v.SpotInterruptionBehavior = true, "hibernate" }),
 	}}
 }
 
@@ -139,7 +141,7 @@ func TestTokenPut(t *testing.T) {
 	if again := token(t, h, ec2Addr, "21600"); again == "" {
 		t.Fatal("second token empty")
 	}
-	for _, ttl := range []string{"", "0", "21601", "-1", "ten", "1.5"} {
+	for _, ttl := range []string{"", "0", "21601", "-1", "ten", "1.5", "+60", " 60", "60 ", "0x10", "100000"} {
 		hdr := map[string]string{}
 		if ttl != "" {
 			hdr[aws.TokenTTLHeader] = ttl
@@ -158,6 +160,8 @@ func TestTokenPut(t *testing.T) {
 	want(t, "PUT with X-Forwarded-For", w, 403, errorPage(403))
 	w = do(h, req{path: aws.TokenPath, remote: ec2Addr, header: map[string]string{aws.TokenTTLHeader: "60"}})
 	want(t, "GET of the token path", w, 405, "", "Allow", "OPTIONS, PUT", "Content-Length", "0")
+	w = do(h, req{method: http.MethodOptions, path: aws.TokenPath, remote: ec2Addr})
+	want(t, "OPTIONS of the token path", w, 200, "", "Allow", "OPTIONS, PUT")
 	w = do(h, req{method: http.MethodPut, path: "/2021-03-23/api/token", remote: ec2Addr, header: map[string]string{aws.TokenTTLHeader: "60"}})
 	want(t, "PUT of a versioned token path", w, 403, errorPage(403))
 	if n := len(errorPage(404)); n != 339 {
@@ -183,6 +187,20 @@ func TestTokenRequired(t *testing.T) {
 		want(t, "own token's remaining life", get(ec2Addr, tok), 200, "i-0000000000000000a", aws.TokenTTLHeader, "60")
 		want(t, "a forged token", get(ec2Addr, strings.Repeat("A", 56)), 401, errorPage(401))
 		want(t, "a truncated token", get(ec2Addr, tok[:55]), 401, errorPage(401))
+		// Every other spelling of the token is refused: one character
+		// changed, in every place, to every other base64 character.
+		const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_="
+		for i := range len(tok) {
+			for _, r := range alphabet {
+				if byte(r) == tok[i] {
+					continue
+				}
+				alt := tok[:i] + string(r) + tok[i+1:]
+				if w := get(ec2Addr, alt); w.Code != 401 {
+					t.Fatalf("token altered at %d to %q: %d", i, alt, w.Code)
+				}
+			}
+		}
 		time.Sleep(59*time.Second + 500*time.Millisecond)
 		want(t, "a token half a second before expiry", get(ec2Addr, tok), 200, "i-0000000000000000a", aws.TokenTTLHeader, "0")
 		time.Sleep(500 * time.Millisecond)
@@ -417,6 +435,28 @@ func TestSpotStop(t *testing.T) {
 	})
 }
 
+// TestSpotHibernate: a hibernation's notice comes as it begins, with no
+// termination-time and no warning ahead; the rebalance comes at once.
+func TestSpotHibernate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e, h := setup(t)
+		get := func(key string) *httptest.ResponseRecorder {
+			return do(h, req{path: "/latest/meta-data/" + key, remote: hibAddr})
+		}
+		if _, err := e.EvictWith(t.Context(), "hib_6", engine.VMOptions{Notice: 3 * time.Minute}); err != nil {
+			t.Fatal(err)
+		}
+		want(t, "rebalance", get("events/recommendations/rebalance"), 200, `{"noticeTime":"2000-01-01T00:00:00Z"}`)
+		time.Sleep(3*time.Minute - time.Second)
+		synctest.Wait()
+		want(t, "no notice a second before", get("spot/instance-action"), 404, errorPage(404))
+		time.Sleep(time.Second)
+		synctest.Wait()
+		want(t, "notice as it begins", get("spot/instance-action"), 200, `{"action":"hibernate","time":"2000-01-01T00:03:00Z"}`)
+		want(t, "no termination time", get("spot/termination-time"), 404, errorPage(404))
+	})
+}
+
 func TestAutoScalingLifecycle(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e, h := setup(t)
@@ -426,6 +466,15 @@ func TestAutoScalingLifecycle(t *testing.T) {
 		want(t, "in service", get(spotAddr), 200, "InService")
 		want(t, "warm pool", get(warmAddr), 200, "Warmed:Stopped")
 		want(t, "autoscaling/", do(h, req{path: "/latest/meta-data/autoscaling/", remote: spotAddr}), 200, "target-lifecycle-state")
+		// A Terminate that has not begun leaves the member in service.
+		pending, err := e.Create(t.Context(), engine.Spec{Type: forewarn.Terminate, VMs: []string{"warm_3"}, Notice: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want(t, "a scheduled Terminate", get(warmAddr), 200, "Warmed:Stopped")
+		if err := e.Cancel(t.Context(), pending.ID); err != nil {
+			t.Fatal(err)
+		}
 		if _, err := e.DeleteWith(t.Context(), "spot_2", engine.VMOptions{Lasts: time.Minute}); err != nil {
 			t.Fatal(err)
 		}
@@ -437,66 +486,102 @@ func TestAutoScalingLifecycle(t *testing.T) {
 	})
 }
 
-// TestHopLimit checks over a real socket that the token answer goes out
-// with the VM's hop limit as its IP TTL.
+// TestHopLimit checks over real sockets, IPv4 and IPv6, that the token
+// answer goes out with the VM's hop limit as its IP TTL (IPv6 hop limit),
+// on a connection closed after it.
 func TestHopLimit(t *testing.T) {
-	fleet := testFleet()
-	fleet.VMs[0].IP = netip.MustParseAddr("127.0.0.1")
-	e, err := engine.New(t.Context(), engine.Config{Store: mem.New(), Fleet: fleet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := &recordingListener{Listener: ln}
-	srv := &http.Server{Handler: aws.NewServer(e, nil), ConnContext: aws.ConnContext}
-	go srv.Serve(rec)
-	defer srv.Close()
-	ttlOf := func() int {
-		rec.mu.Lock()
-		defer rec.mu.Unlock()
-		rc, err := rec.conns[len(rec.conns)-1].(*net.TCPConn).SyscallConn()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var ttl int
-		var serr error
-		rc.Control(func(fd uintptr) { ttl, serr = syscall.GetsockoptInt(int(fd), syscall.IPPROTO_IP, syscall.IP_TTL) })
-		if serr != nil {
-			t.Fatal(serr)
-		}
-		return ttl
-	}
-	put, _ := http.NewRequest(http.MethodPut, "http://"+ln.Addr().String()+aws.TokenPath, nil)
-	put.Header.Set(aws.TokenTTLHeader, "60")
-	resp, err := http.DefaultClient.Do(put)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != 200 {
-		t.Fatalf("token PUT: %d", resp.StatusCode)
-	}
-	if ttl := ttlOf(); ttl != 3 {
-		t.Errorf("IP TTL of the token answer = %d, want the hop limit 3", ttl)
+	for _, c := range []struct{ network, listen, vmIP string }{
+		{"tcp4", "127.0.0.1:0", "127.0.0.1"},
+		{"tcp6", "[::1]:0", "::1"},
+	} {
+		t.Run(c.network, func(t *testing.T) {
+			ln, err := net.Listen(c.network, c.listen)
+			if err != nil {
+				t.Skipf("no %s loopback: %v", c.network, err)
+			}
+			fleet := testFleet()
+			fleet.VMs[0].IP = netip.MustParseAddr(c.vmIP)
+			e, err := engine.New(t.Context(), engine.Config{Store: mem.New(), Fleet: fleet})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			rec := &recordingListener{Listener: ln}
+			srv := &http.Server{Handler: aws.NewServer(e, nil), ConnContext: aws.ConnContext}
+			go srv.Serve(rec)
+			defer srv.Close()
+			put, _ := http.NewRequest(http.MethodPut, "http://"+ln.Addr().String()+aws.TokenPath, nil)
+			put.Header.Set(aws.TokenTTLHeader, "60")
+			resp, err := http.DefaultClient.Do(put)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != 200 || !resp.Close {
+				t.Fatalf("token PUT: %d, Connection: close %v", resp.StatusCode, resp.Close)
+			}
+			if ttl := rec.ttlAtClose(t); ttl != 3 {
+				t.Errorf("hop limit of the token answer = %d, want 3", ttl)
+			}
+		})
 	}
 }
 
+// recordingListener hands out connections that note their socket's IP
+// TTL (IPv6 hop limit on an IPv6 socket) as they close.
 type recordingListener struct {
 	net.Listener
-	mu    sync.Mutex
-	conns []net.Conn
+	mu   sync.Mutex
+	ttls []int
+}
+
+type ttlConn struct {
+	*net.TCPConn
+	l  *recordingListener
+	v6 bool
+}
+
+func (c *ttlConn) Close() error {
+	rc, err := c.SyscallConn()
+	ttl := -1
+	if err == nil {
+		rc.Control(func(fd uintptr) {
+			if c.v6 {
+				ttl, _ = syscall.GetsockoptInt(int(fd), syscall.IPPROTO_IPV6, syscall.IPV6_UNICAST_HOPS)
+			} else {
+				ttl, _ = syscall.GetsockoptInt(int(fd), syscall.IPPROTO_IP, syscall.IP_TTL)
+			}
+		})
+	}
+	c.l.mu.Lock()
+	c.l.ttls = append(c.l.ttls, ttl)
+	c.l.mu.Unlock()
+	return c.TCPConn.Close()
 }
 
 func (l *recordingListener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
-	if err == nil {
-		l.mu.Lock()
-		l.conns = append(l.conns, c)
-		l.mu.Unlock()
+	if err != nil {
+		return nil, err
 	}
-	return c, err
+	tc := c.(*net.TCPConn)
+	return &ttlConn{TCPConn: tc, l: l, v6: tc.LocalAddr().(*net.TCPAddr).IP.To4() == nil}, nil
+}
+
+// ttlAtClose waits for the first connection to close and returns its TTL.
+func (l *recordingListener) ttlAtClose(t *testing.T) int {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		l.mu.Lock()
+		if len(l.ttls) > 0 {
+			ttl := l.ttls[0]
+			l.mu.Unlock()
+			return ttl
+		}
+		l.mu.Unlock()
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatal("the server did not close the token answer's connection")
+	return 0
 }

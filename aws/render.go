@@ -313,8 +313,9 @@ func render(v *engine.View, st *static, cache *renderCache) *doc {
 					d.termination = []byte(ts) // only a termination has one
 				}
 			}
-		case ev.Type == forewarn.Terminate && vm.AutoScalingGroup != "":
-			d.lifecycle = []byte("Terminated")
+		case ev.Type == forewarn.Terminate && ev.Status == forewarn.Started && vm.AutoScalingGroup != "":
+			// The group moves the instance as the scale-in begins.
+			d.lifecycle = lsTerminated
 		}
 	}
 	if vm.AutoScalingGroup != "" && d.lifecycle == nil {
@@ -342,6 +343,7 @@ var (
 	eventListings     = [2][]byte{listing([]string{"maintenance/"}), listing([]string{"maintenance/", "recommendations/"})}
 	spotListings      = [2][]byte{listing([]string{"instance-action"}), listing([]string{"instance-action", "termination-time"})}
 	lsRecommendations = []byte("rebalance")
+	lsTerminated      = []byte("Terminated")
 )
 
 func b2i(b bool) int {

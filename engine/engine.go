@@ -590,7 +590,7 @@ func (e *Engine) createOnce(ctx context.Context, s Spec, guard func() error) (*f
 	if err := e.checkNotice(s.Type, notice, s.Started); err != nil {
 		return nil, err
 	}
-	if s.Type == forewarn.Terminate && notice > forewarn.MaxTerminateTimeout && !s.Started {
+	if s.Type == forewarn.Terminate && notice > forewarn.MaxTerminateTimeout && !s.Started && e.fleet.VM(s.VMs[0]).Provider == forewarn.Azure {
 		return nil, forewarn.Errorf(forewarn.EINVALID,
 			"notice %s is above %s: a Terminate's notice is its scale set's notBeforeTimeout, PT5M to PT15M", notice, forewarn.MaxTerminateTimeout)
 	}
