@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"weak"
 
 	"github.com/forewarn/forewarn"
 	"github.com/forewarn/forewarn/engine"
@@ -191,6 +192,63 @@ type renderCache struct {
 	// entries holds an event's entry, "{...}"; alone its one-event list,
 	// "[ {...} ]", the whole answer of most VMs.
 	entries, alone weakmap.Map[forewarn.Event, []byte]
+	// lists holds, by its last event, a list of several events: VMs that
+	// list the same event versions (the VMs of fleet-wide events) share
+	// one rendering.
+	lists weakmap.Map[forewarn.Event, *sharedList]
+}
+
+// sharedList is a rendered list of several events, which it refers to
+// weakly so that the cache keeps none alive.
+type sharedList struct {
+	evs []weak.Pointer[forewarn.Event]
+	b   []byte
+}
+
+// same reports whether l lists exactly the event versions sel.
+func (l *sharedList) same(sel []*forewarn.Event) bool {
+	if len(l.evs) != len(sel) {
+		return false
+	}
+	for i, ev := range sel {
+		if l.evs[i] != weak.Make(ev) {
+			return false
+		}
+	}
+	return true
+}
+
+// list returns the rendering of sel, two or more events in order,
+// shared with every VM that lists the same versions.
+func (c *renderCache) list(sel []*forewarn.Event) []byte {
+	last := sel[len(sel)-1]
+	c.mu.Lock()
+	sl, ok := c.lists.Get(last)
+	c.mu.Unlock()
+	if ok && sl.same(sel) {
+		return sl.b
+	}
+	var b bytes.Buffer
+	b.WriteString("[ ")
+	for i, ev := range sel {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.Write(c.entry(ev))
+	}
+	b.WriteString(" ]")
+	if !ok {
+		sl = &sharedList{evs: make([]weak.Pointer[forewarn.Event], len(sel)), b: b.Bytes()}
+		for i, ev := range sel {
+			sl.evs[i] = weak.Make(ev)
+		}
+		c.mu.Lock()
+		if _, taken := c.lists.Get(last); !taken {
+			c.lists.Put(last, sl)
+		}
+		c.mu.Unlock()
+	}
+	return b.Bytes()
 }
 
 // entry returns ev's entry, rendered once.
@@ -266,32 +324,15 @@ func eventList(evs []*forewarn.Event, keep func(*forewarn.Event) bool, cache *re
 		}
 		return strings.Compare(a.ID, b.ID)
 	})
-	var b bytes.Buffer
-	b.WriteString("[ ")
-	for i, ev := range sel {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.Write(cache.entry(ev))
-	}
-	b.WriteString(" ]")
-	return b.Bytes()
+	return cache.list(sel)
 }
-
-// MaxHistory is how many ended events events/maintenance/history lists:
-// the newest.
-const MaxHistory = 100
 
 // render builds the doc of v's VM, reusing st and the renderings in
 // cache.
 func render(v *engine.View, st *static, cache *renderCache) *doc {
 	d := &doc{static: st, gone: v.Deleted}
 	d.scheduled = eventList(v.Events, v.Own, cache)
-	hist := v.History
-	if len(hist) > MaxHistory {
-		hist = hist[len(hist)-MaxHistory:] // the newest, by creation
-	}
-	d.history = eventList(hist, func(*forewarn.Event) bool { return true }, cache)
+	d.history = eventList(v.History, func(*forewarn.Event) bool { return true }, cache)
 	vm := v.VM
 	for _, ev := range v.Events {
 		if !v.Own(ev) {

@@ -111,8 +111,8 @@ type View struct {
 	// been canceled.
 	Maintained bool
 	// History holds an EC2 VM's ended (Completed or Canceled) scheduled
-	// events, oldest first: its events/maintenance/history. It must not
-	// be modified.
+	// events, oldest first, the newest MaxHistory of them: its
+	// events/maintenance/history. It must not be modified.
 	History []*forewarn.Event
 	// own holds the visible events whose Resources name the VM; a VM has
 	// few, so a slice serves.
@@ -757,6 +757,10 @@ func (e *Engine) approve(ctx context.Context, by string, ids []string) error {
 	return nil
 }
 
+// MaxHistory is how many ended EC2 scheduled events a View's History
+// keeps: the newest.
+const MaxHistory = 100
+
 // MaxApprovals is how many approvers an event records. Later approvals
 // of an event already approved succeed and record nothing, so the VMs of
 // a fleet-wide event approving it one by one do not rewrite it once each.
@@ -1004,6 +1008,9 @@ func (e *Engine) buildView(vm *forewarn.VM) *View {
 	}
 	sortEvents(v.Events)
 	sortEvents(v.History)
+	if n := len(v.History); n > MaxHistory {
+		v.History = v.History[n-MaxHistory:] // a bounded view: the newest
+	}
 	// An event seen through two groups is listed once; the VM's own
 	// events are in its groups' already.
 	v.Events = slices.Compact(v.Events)
