@@ -20,6 +20,7 @@ import (
 	"hash"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/netip"
@@ -33,6 +34,7 @@ import (
 
 	"github.com/forewarn/forewarn"
 	"github.com/forewarn/forewarn/engine"
+	"github.com/forewarn/forewarn/internal/ratelimit"
 )
 
 // The IMDSv2 header names.
@@ -71,6 +73,8 @@ type Server struct {
 	key [32]byte
 	// macs holds HMAC-SHA256 hashes keyed with key, for reuse.
 	macs sync.Pool
+	// limits throttles each VM; nil when throttling is off.
+	limits *ratelimit.Limiter
 	// lastToken holds, per VM, the token it last presented that checked
 	// out, so that a VM reusing its token (they do, for hours) costs no
 	// signature check; read-only map.
@@ -113,6 +117,27 @@ func NewServer(eng *engine.Engine, log *slog.Logger) *Server {
 	return s
 }
 
+// DefaultRateLimit is each EC2 VM's requests per second by default:
+// about a fifth of the packets per second EC2 lets an instance send to
+// its metadata service (1024), enough for any client that polls.
+const DefaultRateLimit = 200
+
+// SetRateLimit throttles each EC2 VM to rate requests per second (in
+// bursts of up to rate requests); excess requests get 429. A rate that
+// is not a positive finite number turns throttling off. Call it before
+// serving.
+func (s *Server) SetRateLimit(rate float64) {
+	if !(rate > 0) || math.IsInf(rate, 1) {
+		s.limits = nil
+		return
+	}
+	names := make([]string, 0, len(s.docs))
+	for name := range s.docs {
+		names = append(names, name)
+	}
+	s.limits = ratelimit.New(rate, max(int(rate), 1), names)
+}
+
 // Caller returns the VM whose requests come from r's source address,
 // preferring the fleet's catch-all EC2 VM for unknown addresses, or nil.
 func (s *Server) Caller(r *http.Request) *forewarn.VM {
@@ -147,6 +172,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	case vm.Provider != forewarn.AWS:
 		writeError(w, http.StatusNotFound)
+		return
+	}
+	if s.limits != nil && !s.limits.Allow(vm.Name) {
+		// Refused, not mistaken: the caller holds no connection.
+		h.Set("Connection", "close")
+		writeError(w, http.StatusTooManyRequests)
 		return
 	}
 	d := s.docs[vm.Name].Load()
@@ -447,7 +478,7 @@ var errorPages = map[int][]byte{}
 func init() {
 	for status, title := range map[int]string{
 		400: "400 - Missing or Invalid Parameters", 401: "401 - Unauthorized",
-		403: "403 - Forbidden", 404: "404 - Not Found",
+		403: "403 - Forbidden", 404: "404 - Not Found", 429: "429 - Too Many Requests",
 	} {
 		errorPages[status] = fmt.Appendf(nil, `<?xml version="1.0" encoding="iso-8859-1"?>
 <!DOCTYPE html PUBLIC "-//W3C//DTD XHTML 1.0 Transitional//EN"

@@ -84,7 +84,7 @@ func do(h http.Handler, r req) *httptest.ResponseRecorder {
 // errorPage is EC2's XHTML error page for status.
 func errorPage(status int) string {
 	title := map[int]string{400: "400 - Missing or Invalid Parameters", 401: "401 - Unauthorized", 403: "403 - Forbidden",
-		404: "404 - Not Found"}[status]
+		404: "404 - Not Found", 429: "429 - Too Many Requests"}[status]
 	return `<?xml version="1.0" encoding="iso-8859-1"?>
 <!DOCTYPE html PUBLIC "-//W3C//DTD XHTML 1.0 Transitional//EN"
 		 "http://www.w3.org/TR/xhtml1/DTD/xhtml1-transitional.dtd">
@@ -584,4 +584,22 @@ func (l *recordingListener) ttlAtClose(t *testing.T) int {
 	}
 	t.Fatal("the server did not close the token answer's connection")
 	return 0
+}
+
+// TestRateLimit: a VM over its rate gets 429 and its connection closed;
+// another VM is served; the VM is served again once time passes.
+func TestRateLimit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, h := setup(t)
+		h.SetRateLimit(2)
+		get := func(remote string) *httptest.ResponseRecorder {
+			return do(h, req{path: "/latest/meta-data/instance-id", remote: remote})
+		}
+		want(t, "first", get(optAddr), 200, "i-0000000000000000b")
+		want(t, "second", get(optAddr), 200, "i-0000000000000000b")
+		want(t, "third in the same instant", get(optAddr), 429, errorPage(429), "Connection", "close")
+		want(t, "another VM", get(spotAddr), 200, "i-0000000000000000c")
+		time.Sleep(500 * time.Millisecond)
+		want(t, "half a second on", get(optAddr), 200, "i-0000000000000000b")
+	})
 }

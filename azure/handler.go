@@ -18,6 +18,7 @@ import (
 	"github.com/forewarn/forewarn"
 	"github.com/forewarn/forewarn/engine"
 	"github.com/forewarn/forewarn/internal/query"
+	"github.com/forewarn/forewarn/internal/ratelimit"
 )
 
 // maxBody caps a StartRequests body.
@@ -48,7 +49,7 @@ type Server struct {
 	// docs is keyed by VM name; the map is built once and only read.
 	docs map[string]*atomic.Pointer[doc]
 	// limits throttles each VM; nil when throttling is off.
-	limits *limiter
+	limits *ratelimit.Limiter
 	// closing is closed by Shutdown to release calls held by FirstCallDelay.
 	closing   chan struct{}
 	closeOnce sync.Once
@@ -115,7 +116,7 @@ func (s *Server) SetRateLimit(rate float64) {
 	for name := range s.docs {
 		names = append(names, name)
 	}
-	s.limits = newLimiter(rate, max(int(rate), 1), names)
+	s.limits = ratelimit.New(rate, max(int(rate), 1), names)
 }
 
 // ServeHTTP implements http.Handler. A path that is not in canonical form
@@ -211,7 +212,7 @@ func (s *Server) callerHeader(w http.ResponseWriter, r *http.Request, needHeader
 		refuse(w, http.StatusForbidden, "Forbidden. VM "+vm.Name+" has been deleted")
 		return nil
 	}
-	if s.limits != nil && !s.limits.allow(vm.Name) {
+	if s.limits != nil && !s.limits.Allow(vm.Name) {
 		refuse(w, http.StatusTooManyRequests, msgTooMany)
 		return nil
 	}

@@ -21,9 +21,9 @@ const minTokenBytes = 16
 
 // checkRateLimit reports whether rate is a usable --rate-limit: 0 (off)
 // or a positive finite number of requests a second.
-func checkRateLimit(rate float64) error {
+func checkRateLimit(flag string, rate float64) error {
 	if math.IsNaN(rate) || math.IsInf(rate, 0) || rate < 0 {
-		return fmt.Errorf("--rate-limit %v: want 0 (off) or a positive number of requests a second", rate)
+		return fmt.Errorf("%s %v: want 0 (off) or a positive number of requests a second", flag, rate)
 	}
 	return nil
 }

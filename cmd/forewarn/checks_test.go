@@ -47,12 +47,14 @@ func TestServeRefusesBadValues(t *testing.T) {
 	// A server that wrongly starts stops at once: its context is done.
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	for _, v := range []string{"NaN", "Inf", "+Inf", "-Inf", "-1", "-0.5"} {
-		var stdout, stderr strings.Builder
-		code := runServe(ctx, []string{"--data", t.TempDir(), "--rate-limit", v,
-			"--metadata-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"}, &stdout, &stderr)
-		if code != 1 || !strings.Contains(stderr.String(), "--rate-limit") || !strings.Contains(stderr.String(), "want 0 (off) or a positive number") {
-			t.Errorf("--rate-limit %s: exit %d, stderr %q", v, code, stderr.String())
+	for _, flag := range []string{"--rate-limit", "--aws-rate-limit"} {
+		for _, v := range []string{"NaN", "Inf", "+Inf", "-Inf", "-1", "-0.5"} {
+			var stdout, stderr strings.Builder
+			code := runServe(ctx, []string{"--data", t.TempDir(), flag, v,
+				"--metadata-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"}, &stdout, &stderr)
+			if want := "forewarn serve: " + flag + " "; code != 1 || !strings.HasPrefix(stderr.String(), want) || !strings.Contains(stderr.String(), "want 0 (off) or a positive number") {
+				t.Errorf("%s %s: exit %d, stderr %q", flag, v, code, stderr.String())
+			}
 		}
 	}
 	cfg := defaultServeConfig()

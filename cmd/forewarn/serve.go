@@ -57,6 +57,8 @@ type ServeConfig struct {
 	FirstCallDelay time.Duration
 	// RateLimit is each Azure VM's requests per second; 0 turns it off.
 	RateLimit float64
+	// AWSRateLimit is each EC2 VM's requests per second; 0 turns it off.
+	AWSRateLimit float64
 	// MaxLongPolls caps each GCE VM's held wait_for_change requests.
 	MaxLongPolls int
 	// ShutdownTimeout bounds how long in-flight requests may take to finish.
@@ -87,6 +89,7 @@ func defaultServeConfig() ServeConfig {
 		DataDir:         "forewarn-data",
 		DisableAfter:    24 * time.Hour,
 		RateLimit:       azure.DefaultRateLimit,
+		AWSRateLimit:    aws.DefaultRateLimit,
 		MaxLongPolls:    gce.DefaultMaxWaiters,
 		ShutdownTimeout: 10 * time.Second,
 
@@ -138,7 +141,10 @@ func (c *ServeConfig) Validate() error {
 	default:
 		return fmt.Errorf("--store %q: want bolt (embedded, one server) or etcd (several replicas)", c.Store)
 	}
-	if err := checkRateLimit(c.RateLimit); err != nil {
+	if err := checkRateLimit("--aws-rate-limit", c.AWSRateLimit); err != nil {
+		return err
+	}
+	if err := checkRateLimit("--rate-limit", c.RateLimit); err != nil {
 		return err
 	}
 	if c.MaxLongPolls < 0 {
@@ -195,6 +201,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.DurationVar(&cfg.DisableAfter, "disable-after", cfg.DisableAfter, "disable a VM's scheduled events after this long without a request")
 	fs.DurationVar(&cfg.FirstCallDelay, "first-call-delay", 0, "delay the answer to the call that enables a VM's scheduled events (the real service takes up to 2m)")
 	fs.Float64Var(&cfg.RateLimit, "rate-limit", cfg.RateLimit, "Azure requests per second per VM; excess requests get 429 (0 disables)")
+	fs.Float64Var(&cfg.AWSRateLimit, "aws-rate-limit", cfg.AWSRateLimit, "EC2 requests per second per VM; excess requests get 429 (0 disables)")
 	fs.IntVar(&cfg.MaxLongPolls, "max-long-polls", cfg.MaxLongPolls, "held GCE wait_for_change requests per VM; excess requests get 503 (0: no cap)")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "how long in-flight requests may take to finish on shutdown")
 	fs.DurationVar(&cfg.HeaderTimeout, "header-timeout", cfg.HeaderTimeout, "time a request's headers may take to arrive; a new connection silent this long is closed")
@@ -289,6 +296,7 @@ func Serve(ctx context.Context, cfg ServeConfig, log *slog.Logger, out io.Writer
 	gc := gce.NewServer(eng, log)
 	gc.MaxWaiters = cfg.MaxLongPolls
 	ec2 := aws.NewServer(eng, log)
+	ec2.SetRateLimit(cfg.AWSRateLimit)
 	servers := []*http.Server{httpServer(cfg, metadataHandler(az, gc, ec2)), httpServer(cfg, adm)}
 	servers[0].ConnContext = aws.ConnContext
 	servers[0].RegisterOnShutdown(gc.Shutdown)

@@ -1,15 +1,16 @@
-package azure
+// Package ratelimit limits each VM's requests to a metadata API.
+package ratelimit
 
 import (
 	"sync/atomic"
 	"time"
 )
 
-// limiter is a per-VM rate limit by the generic cell rate algorithm: a
+// Limiter is a per-VM rate limit by the generic cell rate algorithm: a
 // request is allowed when the VM's theoretical arrival time is at most
 // burst-1 intervals ahead of now. It is one atomic word per VM, so
 // limiting takes no lock that other VMs share.
-type limiter struct {
+type Limiter struct {
 	interval  time.Duration // 1/rate
 	tolerance time.Duration
 	base      time.Time
@@ -20,19 +21,20 @@ type limiter struct {
 // that a tiny rate's interval does not overflow a Duration.
 const maxInterval = time.Duration(1 << 62)
 
-// newLimiter allows rate requests per second per VM, in bursts of up to
-// burst requests. rate must be positive.
-func newLimiter(rate float64, burst int, vms []string) *limiter {
+// New allows rate requests per second to each of vms, in bursts of up
+// to burst requests. rate must be positive.
+func New(rate float64, burst int, vms []string) *Limiter {
 	interval := time.Duration(min(float64(time.Second)/rate, float64(maxInterval)))
-	l := &limiter{interval: interval, tolerance: interval * time.Duration(max(burst, 1)-1), base: time.Now(), tat: map[string]*atomic.Int64{}}
+	l := &Limiter{interval: interval, tolerance: interval * time.Duration(max(burst, 1)-1), base: time.Now(), tat: map[string]*atomic.Int64{}}
 	for _, vm := range vms {
 		l.tat[vm] = new(atomic.Int64)
 	}
 	return l
 }
 
-// allow reports whether the VM named vm may make a request now.
-func (l *limiter) allow(vm string) bool {
+// Allow reports whether the VM named vm may make a request now; a VM
+// not given to New always may.
+func (l *Limiter) Allow(vm string) bool {
 	p := l.tat[vm]
 	if p == nil {
 		return true
