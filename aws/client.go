@@ -671,46 +671,26 @@ func (r *response) statusError() *StatusError {
 // do sends a request until it gets an answer that retrying would not
 // change, or ctx ends.
 func (c *Client) do(ctx context.Context, method, u string, hdr http.Header) (*response, error) {
-	var last error
-	for attempt := 0; ; attempt++ {
-		r, err := c.once(ctx, method, u, hdr)
-		if ctx.Err() != nil {
-			if last == nil {
-				last = err
-			}
-			return nil, lastError(ctx.Err(), last)
+	var r *response
+	err := retry.Do(ctx, c.retryMin, c.retryMax, func(ctx context.Context) (retry.Answer, error) {
+		var err error
+		if r, err = c.once(ctx, method, u, hdr); err != nil || !retry.Status(r.status) {
+			return retry.Answer{}, err
 		}
-		var pause time.Duration
-		switch {
-		case err != nil && !retry.Error(err):
-			return nil, err
-		case err != nil:
-			last = err
-			pause = retry.Backoff(c.retryMin, c.retryMax, attempt)
-			c.log.Warn("IMDS request failed; retrying", logMethod, method, logURL, u, logAttempt, attempt+1, logErr, err, logWait, pause)
-		case retry.Status(r.status):
-			last = r.statusError()
-			pause = retry.Backoff(c.retryMin, c.retryMax, attempt)
-			if ra, ok := retry.After(r.status, r.header, time.Now()); ok {
-				pause = ra
-			}
-			c.log.Warn("IMDS answered an error; retrying", logMethod, method, logURL, u, logAttempt, attempt+1, logStatus, r.status, logWait, pause)
-		default:
-			return r, nil
+		return retry.Answer{Status: r.status, Header: r.header, Err: r.statusError()}, nil
+	}, func(n int, err error, a retry.Answer, wait time.Duration) {
+		if err != nil {
+			c.log.Warn("IMDS request failed; retrying", logMethod, method, logURL, u, logAttempt, n, logErr, err, logWait, wait)
+		} else {
+			c.log.Warn("IMDS answered an error; retrying", logMethod, method, logURL, u, logAttempt, n, logStatus, a.Status, logWait, wait)
 		}
-		if err := retry.Sleep(ctx, pause); err != nil {
-			return nil, lastError(err, last)
-		}
+	})
+	if err != nil {
+		return nil, err
 	}
+	return r, nil
 }
 
-// lastError reports that ctx ended, with what the last attempt got.
-func lastError(ctxErr, last error) error {
-	if last == nil {
-		return ctxErr
-	}
-	return fmt.Errorf("%w (last attempt: %v)", ctxErr, last)
-}
 
 // once sends one request, bounded by attemptTimeout, and reads its
 // answer.

@@ -283,48 +283,31 @@ func (r *response) statusError() *StatusError {
 // or ctx ends. Every request carries Metadata-Flavor: Google, and every
 // answer must.
 func (c *Client) do(ctx context.Context, u string, wait bool) (*response, error) {
-	var last error
-	for attempt := 0; ; attempt++ {
-		r, err := c.once(ctx, u, wait)
-		if ctx.Err() != nil {
-			if last == nil {
-				last = err
-			}
-			return nil, lastError(ctx.Err(), last)
-		}
-		var pause time.Duration
-		switch {
-		case err != nil && !retry.Error(err):
-			return nil, err
+	var r *response
+	err := retry.Do(ctx, c.retryMin, c.retryMax, func(ctx context.Context) (retry.Answer, error) {
+		var err error
+		switch r, err = c.once(ctx, u, wait); {
 		case err != nil:
-			last = err
-			pause = retry.Backoff(c.retryMin, c.retryMax, attempt)
-			c.log.Warn("metadata request failed; retrying", logURL, u, logAttempt, attempt+1, logErr, err, logWait, pause)
+			return retry.Answer{}, err
 		case !strings.EqualFold(r.header.Get("Metadata-Flavor"), "Google"):
-			return nil, fmt.Errorf("%w (status %d)", ErrNotMetadataServer, r.status)
+			return retry.Answer{}, retry.Permanent{Err: fmt.Errorf("%w (status %d)", ErrNotMetadataServer, r.status)}
 		case retry.Status(r.status) && !r.absent():
-			last = r.statusError()
-			pause = retry.Backoff(c.retryMin, c.retryMax, attempt)
-			if ra, ok := retry.After(r.status, r.header, time.Now()); ok {
-				pause = ra
-			}
-			c.log.Warn("metadata server answered an error; retrying", logURL, u, logAttempt, attempt+1, logStatus, r.status, logWait, pause)
-		default:
-			return r, nil
+			return retry.Answer{Status: r.status, Header: r.header, Err: r.statusError()}, nil
 		}
-		if err := retry.Sleep(ctx, pause); err != nil {
-			return nil, lastError(err, last)
+		return retry.Answer{}, nil
+	}, func(n int, err error, a retry.Answer, wait time.Duration) {
+		if err != nil {
+			c.log.Warn("metadata request failed; retrying", logURL, u, logAttempt, n, logErr, err, logWait, wait)
+		} else {
+			c.log.Warn("metadata server answered an error; retrying", logURL, u, logAttempt, n, logStatus, a.Status, logWait, wait)
 		}
+	})
+	if err != nil {
+		return nil, err
 	}
+	return r, nil
 }
 
-// lastError reports that ctx ended, with what the last attempt got.
-func lastError(ctxErr, last error) error {
-	if last == nil {
-		return ctxErr
-	}
-	return fmt.Errorf("%w (last attempt: %v)", ctxErr, last)
-}
 
 // once sends one GET and reads its answer. An attempt that does not wait
 // for a change is bounded by getTimeout.

@@ -1,4 +1,4 @@
-// Package retry holds the retry policy both metadata clients share:
+// Package retry holds the retry policy the metadata clients share:
 // which failures are worth another attempt, how long to wait (full
 // jitter exponential backoff, or what Retry-After asks), and a
 // context-aware sleep.
@@ -9,6 +9,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"net/http"
@@ -94,4 +95,64 @@ func Sleep(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+// Answer is what one attempt got that may be worth another: a status
+// that retrying may change (Err, the error to report, is then not nil)
+// with the headers that may say how long to wait. The zero Answer is a
+// final one.
+type Answer struct {
+	Status int
+	Header http.Header
+	Err    error
+}
+
+// Do calls try until it returns a final answer or an error that sending
+// again cannot fix (see Error), or ctx ends. Between attempts it waits
+// Backoff(initial, ceiling, n), or what a 429 or 503 asks for, and calls
+// note, if not nil, with the attempt's number (from 1), what it got
+// (the transport error, or the answer) and the wait. When ctx ends, the
+// error says so with what the last attempt got.
+func Do(ctx context.Context, initial, ceiling time.Duration, try func(context.Context) (Answer, error),
+	note func(attempt int, err error, a Answer, wait time.Duration)) error {
+	var last error
+	for attempt := 0; ; attempt++ {
+		a, err := try(ctx)
+		if ctx.Err() != nil {
+			if last == nil {
+				last = err
+			}
+			return lastError(ctx.Err(), last)
+		}
+		var pause time.Duration
+		switch {
+		case err != nil && !Error(err):
+			return err
+		case err != nil:
+			last = err
+			pause = Backoff(initial, ceiling, attempt)
+		case a.Err != nil:
+			last = a.Err
+			pause = Backoff(initial, ceiling, attempt)
+			if ra, ok := After(a.Status, a.Header, time.Now()); ok {
+				pause = ra
+			}
+		default:
+			return nil
+		}
+		if note != nil {
+			note(attempt+1, err, a, pause)
+		}
+		if err := Sleep(ctx, pause); err != nil {
+			return lastError(err, last)
+		}
+	}
+}
+
+// lastError reports that ctx ended, with what the last attempt got.
+func lastError(ctxErr, last error) error {
+	if last == nil {
+		return ctxErr
+	}
+	return fmt.Errorf("%w (last attempt: %v)", ctxErr, last)
 }

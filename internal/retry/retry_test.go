@@ -3,8 +3,11 @@ package retry
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -76,5 +79,45 @@ func TestSleep(t *testing.T) {
 	}
 	if err := Sleep(context.Background(), time.Millisecond); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestDo(t *testing.T) {
+	ctx := context.Background()
+	transient := errors.New("connection reset")
+	var got []string
+	note := func(n int, err error, a Answer, wait time.Duration) {
+		got = append(got, fmt.Sprintf("%d %v %d", n, err, a.Status))
+	}
+	// A transport error and a 503, retried; then a final answer.
+	n := 0
+	err := Do(ctx, time.Microsecond, time.Microsecond, func(context.Context) (Answer, error) {
+		n++
+		switch n {
+		case 1:
+			return Answer{}, transient
+		case 2:
+			return Answer{Status: 503, Header: http.Header{}, Err: errors.New("503 Service Unavailable")}, nil
+		}
+		return Answer{}, nil
+	}, note)
+	if err != nil || n != 3 || !slices.Equal(got, []string{"1 connection reset 0", "2 <nil> 503"}) {
+		t.Fatalf("Do: %v after %d attempts, notes %q", err, n, got)
+	}
+	// A permanent error ends at once, unwrapped to what try returned.
+	perm := Permanent{Err: errors.New("bad URL")}
+	n = 0
+	err = Do(ctx, time.Microsecond, time.Microsecond, func(context.Context) (Answer, error) { n++; return Answer{}, perm }, nil)
+	if n != 1 || !errors.Is(err, perm) {
+		t.Fatalf("permanent: %v after %d attempts", err, n)
+	}
+	// When ctx ends, the error says so, with the last attempt's error.
+	cctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	err = Do(cctx, time.Millisecond, time.Millisecond, func(context.Context) (Answer, error) {
+		return Answer{Status: 500, Err: errors.New("500 boom")}, nil
+	}, nil)
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "last attempt: 500 boom") {
+		t.Fatalf("ctx end: %v", err)
 	}
 }
