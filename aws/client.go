@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"github.com/forewarn/forewarn"
+	"github.com/forewarn/forewarn/internal/linklocal"
 	"github.com/forewarn/forewarn/internal/retry"
 )
 
@@ -206,10 +206,7 @@ func NewClient(baseURL string, opts ...ClientOption) *Client {
 
 // parseBase checks that s is an http or https URL with a host.
 func parseBase(s string) (*url.URL, error) {
-	u, err := url.Parse(strings.TrimRight(s, "/"))
-	if err == nil && (u.Scheme != "http" && u.Scheme != "https" || u.Host == "") {
-		err = errors.New("want an http or https URL with a host")
-	}
+	u, err := linklocal.ParseBase(s)
 	if err != nil {
 		return nil, fmt.Errorf("aws: bad IMDS URL %q: %w", s, err)
 	}
@@ -217,16 +214,8 @@ func parseBase(s string) (*url.URL, error) {
 }
 
 func defaultHTTPClient() *http.Client {
-	d := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
-	return &http.Client{
-		// Each attempt is bounded by attemptTimeout instead.
-		Transport: &http.Transport{
-			Proxy:               nil, // IMDS is link-local and refuses proxied requests
-			DialContext:         d.DialContext,
-			MaxIdleConnsPerHost: 2,
-			IdleConnTimeout:     90 * time.Second,
-		},
-	}
+	// Each attempt is bounded by attemptTimeout instead.
+	return linklocal.Client(0, 2)
 }
 
 // StatusError is an answer that retrying cannot change, such as a 404
@@ -690,7 +679,6 @@ func (c *Client) do(ctx context.Context, method, u string, hdr http.Header) (*re
 	}
 	return r, nil
 }
-
 
 // once sends one request, bounded by attemptTimeout, and reads its
 // answer.

@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -19,6 +18,7 @@ import (
 	"time"
 
 	"github.com/forewarn/forewarn"
+	"github.com/forewarn/forewarn/internal/linklocal"
 	"github.com/forewarn/forewarn/internal/retry"
 )
 
@@ -169,10 +169,7 @@ func NewClient(baseURL string, opts ...ClientOption) *Client {
 
 // parseBase checks that s is an http or https URL with a host.
 func parseBase(s string) (*url.URL, error) {
-	u, err := url.Parse(strings.TrimRight(s, "/"))
-	if err == nil && (u.Scheme != "http" && u.Scheme != "https" || u.Host == "") {
-		err = errors.New("want an http or https URL with a host")
-	}
+	u, err := linklocal.ParseBase(s)
 	if err != nil {
 		return nil, fmt.Errorf("azure: bad IMDS URL %q: %w", s, err)
 	}
@@ -180,16 +177,8 @@ func parseBase(s string) (*url.URL, error) {
 }
 
 func defaultHTTPClient() *http.Client {
-	d := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
-	return &http.Client{
-		Timeout: defaultTimeout,
-		Transport: &http.Transport{
-			Proxy:               nil, // IMDS is link-local and refuses proxied requests
-			DialContext:         d.DialContext,
-			MaxIdleConnsPerHost: 2,
-			IdleConnTimeout:     90 * time.Second,
-		},
-	}
+
+	return linklocal.Client(defaultTimeout, 2)
 }
 
 // StatusError is an answer that retrying cannot change, such as a 400
@@ -418,7 +407,6 @@ func (c *Client) do(ctx context.Context, method, u string, body []byte, hdr http
 	}
 	return r, nil
 }
-
 
 // once sends one request and reads its answer.
 func (c *Client) once(ctx context.Context, method, u string, body []byte, hdr http.Header) (*response, error) {

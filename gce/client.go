@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/forewarn/forewarn"
+	"github.com/forewarn/forewarn/internal/linklocal"
 	"github.com/forewarn/forewarn/internal/retry"
 )
 
@@ -165,10 +165,7 @@ func NewClient(baseURL string, opts ...ClientOption) *Client {
 
 // parseBase checks that s is an http or https URL with a host.
 func parseBase(s string) (*url.URL, error) {
-	u, err := url.Parse(strings.TrimRight(s, "/"))
-	if err == nil && (u.Scheme != "http" && u.Scheme != "https" || u.Host == "") {
-		err = errors.New("want an http or https URL with a host")
-	}
+	u, err := linklocal.ParseBase(s)
 	if err != nil {
 		return nil, fmt.Errorf("gce: bad metadata server URL %q: %w", s, err)
 	}
@@ -176,17 +173,9 @@ func parseBase(s string) (*url.URL, error) {
 }
 
 func defaultHTTPClient() *http.Client {
-	d := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
-	return &http.Client{
-		// No Timeout: long-polls hang until a change. Plain reads are
-		// bounded per attempt instead.
-		Transport: &http.Transport{
-			Proxy:               nil, // the metadata server is link-local
-			DialContext:         d.DialContext,
-			MaxIdleConnsPerHost: 8, // Watch holds three long-polls
-			IdleConnTimeout:     90 * time.Second,
-		},
-	}
+	// No Timeout: long-polls hang until a change; plain reads are
+	// bounded per attempt. Watch holds three long-polls.
+	return linklocal.Client(0, 8)
 }
 
 // StatusError is an answer that retrying cannot change, such as a 404
@@ -307,7 +296,6 @@ func (c *Client) do(ctx context.Context, u string, wait bool) (*response, error)
 	}
 	return r, nil
 }
-
 
 // once sends one GET and reads its answer. An attempt that does not wait
 // for a change is bounded by getTimeout.
