@@ -67,24 +67,39 @@ func newStatic(vm *forewarn.VM) *static {
 	if vm.Spot {
 		life = "spot"
 	}
-	identity, _ := json.MarshalIndent(struct {
-		AccountID        string `json:"accountId"`
-		Architecture     string `json:"architecture"`
-		AvailabilityZone string `json:"availabilityZone"`
-		ImageID          string `json:"imageId"`
-		InstanceID       string `json:"instanceId"`
-		InstanceType     string `json:"instanceType"`
-		PendingTime      string `json:"pendingTime"`
-		PrivateIP        string `json:"privateIp"`
-		Region           string `json:"region"`
-		Version          string `json:"version"`
-	}{"123456789012", "x86_64", vm.Zone, AMI, vm.InstanceID, vm.MachineType, "2024-01-01T00:00:00Z", ip, region, "2017-09-30"}, "", "  ")
+	identity := identityDocument(vm, ip, region)
 	return &static{
 		instanceID: []byte(vm.InstanceID), instanceType: []byte(vm.MachineType), zone: []byte(vm.Zone),
 		region: []byte(region), localIPv4: []byte(ip), hostname: []byte(host), lifeCycle: []byte(life),
 		amiID: []byte(AMI), macAddr: []byte(mac(vm.InstanceID)), identity: identity,
 		tokensRequired: vm.HTTPTokens == "required", hopLimit: max(vm.HopLimit, 1),
 	}
+}
+
+// identityDocument renders the instance identity document in EC2's own
+// layout: " : " separators, and null for the fields a plain instance
+// lacks.
+func identityDocument(vm *forewarn.VM, ip, region string) []byte {
+	var b bytes.Buffer
+	b.WriteString("{\n")
+	for i, f := range [][2]string{
+		{"accountId", "123456789012"}, {"architecture", "x86_64"}, {"availabilityZone", vm.Zone},
+		{"billingProducts", ""}, {"devpayProductCodes", ""}, {"marketplaceProductCodes", ""},
+		{"imageId", AMI}, {"instanceId", vm.InstanceID}, {"instanceType", vm.MachineType}, {"kernelId", ""},
+		{"pendingTime", "2024-01-01T00:00:00Z"}, {"privateIp", ip}, {"ramdiskId", ""}, {"region", region},
+		{"version", "2017-09-30"},
+	} {
+		if i > 0 {
+			b.WriteString(",\n")
+		}
+		v := []byte("null")
+		if f[1] != "" {
+			v = jsonString(f[1])
+		}
+		fmt.Fprintf(&b, "  %q : %s", f[0], v)
+	}
+	b.WriteString("\n}")
+	return b.Bytes()
 }
 
 // mac returns a stable locally administered MAC address for an instance.

@@ -137,6 +137,18 @@ func TestAWSSDKClient(t *testing.T) {
 	if v, err := sdkGet(t, c, "spot/instance-action"); statusOf(err) != 404 {
 		t.Fatalf("spot/instance-action before evict: %q, %v; want a 404", v, err)
 	}
+	// The SDK's own decoders of the identity document.
+	ictx, icancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer icancel()
+	doc, err := c.GetInstanceIdentityDocument(ictx, nil)
+	if err != nil || doc.InstanceID != "i-0a1b2c3d4e5f60718" || doc.Region != "us-east-1" || doc.AvailabilityZone != "us-east-1a" ||
+		doc.PrivateIP != "127.0.0.41" || doc.InstanceType != "m5.large" || doc.PendingTime.IsZero() {
+		t.Fatalf("GetInstanceIdentityDocument: %+v, %v", doc, err)
+	}
+	if r, err := c.GetRegion(ictx, nil); err != nil || r.Region != "us-east-1" {
+		t.Fatalf("GetRegion: %+v, %v", r, err)
+	}
+	doer.take()
 
 	// Without a token: 401, tokens being required.
 	resp, err := vmClient("127.0.0.41").Get("http://" + s.metadata + "/latest/meta-data/instance-id")
