@@ -30,6 +30,7 @@ import (
 	"github.com/forewarn/forewarn"
 	"github.com/forewarn/forewarn/engine"
 	"github.com/forewarn/forewarn/fleetfile"
+	"github.com/forewarn/forewarn/metrics"
 )
 
 // MaxBodyBytes is the largest request body the server reads; a larger
@@ -151,6 +152,9 @@ type Server struct {
 	// Cluster reports the replicas sharing the store; nil means this
 	// server alone, its own engine's revision, leading.
 	Cluster func(context.Context) (*forewarn.ClusterStatus, error)
+	// Metrics, when set, are served at GET /metrics, behind the token as
+	// every route but /healthz; nil answers 404. Set it before serving.
+	Metrics *metrics.Metrics
 	// vmAddrs maps the fleet's explicit VM addresses to VM names; without
 	// a token, requests from them are refused.
 	vmAddrs map[netip.Addr]string
@@ -185,6 +189,7 @@ func NewServer(eng *engine.Engine, log *slog.Logger) *Server {
 	s.mux.HandleFunc("PATCH /v1/scalesets/{name}", s.handleSetScaleSet)
 	s.mux.HandleFunc("GET /v1/audit", s.handleAudit)
 	s.mux.HandleFunc("GET /v1/cluster", s.handleCluster)
+	s.mux.HandleFunc("GET /metrics", s.handleMetrics)
 	// Go's profiler, behind the same loopback-or-token rule as the rest.
 	s.mux.HandleFunc("GET /debug/pprof/", pprof.Index)
 	s.mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
@@ -234,6 +239,16 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.writeError(w, r, forewarn.Errorf(forewarn.ENOTFOUND, "no route for %s %s", r.Method, r.URL.Path))
+}
+
+// handleMetrics serves the server's metrics in the Prometheus exposition
+// formats.
+func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
+	if s.Metrics == nil {
+		s.writeError(w, r, forewarn.Errorf(forewarn.ENOTFOUND, "this server has no metrics"))
+		return
+	}
+	s.Metrics.Handler().ServeHTTP(w, r)
 }
 
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {

@@ -13,6 +13,8 @@ import (
 	"github.com/forewarn/forewarn"
 	"github.com/forewarn/forewarn/engine"
 	"github.com/forewarn/forewarn/mem"
+	"github.com/forewarn/forewarn/metrics"
+	"github.com/forewarn/forewarn/metrics/metricstest"
 )
 
 // discard is a ResponseWriter that keeps its header map between
@@ -170,17 +172,38 @@ func BenchmarkRender(b *testing.B) {
 }
 
 // TestGETDoesNotAllocate pins BenchmarkGET's result: an IMDSv1 GET of a
-// prepared key makes no allocation in the handler's own code.
+// prepared key makes no allocation in the handler's own code, with
+// request metrics or without.
 func TestGETDoesNotAllocate(t *testing.T) {
-	t.Run("IMDSv1", func(t *testing.T) {
-		s, r := getSetup(t, benchV1)
-		noAllocs(t, s, r)
-	})
-	t.Run("IMDSv2", func(t *testing.T) {
-		s, r := getSetup(t, benchV2)
-		r.Header.Set(TokenHeader, getToken(t, s, benchV2))
-		noAllocs(t, s, r)
-	})
+	for _, withMetrics := range []bool{false, true} {
+		t.Run(fmt.Sprintf("IMDSv1/metrics=%v", withMetrics), func(t *testing.T) {
+			s, r := getSetup(t, benchV1)
+			m := setMetrics(s, withMetrics)
+			noAllocs(t, s, r)
+			if withMetrics {
+				// The first GET, then 3 runs of AllocsPerRun's 201.
+				if got := metricstest.Value(t, m, "forewarn_metadata_requests_total", "api=aws", "route=events", "code=200"); got != 1+3*201 {
+					t.Errorf("requests counted: %v, want %d", got, 1+3*201)
+				}
+			}
+		})
+		t.Run(fmt.Sprintf("IMDSv2/metrics=%v", withMetrics), func(t *testing.T) {
+			s, r := getSetup(t, benchV2)
+			setMetrics(s, withMetrics)
+			r.Header.Set(TokenHeader, getToken(t, s, benchV2))
+			noAllocs(t, s, r)
+		})
+	}
+}
+
+// setMetrics gives s request metrics when on, and returns them.
+func setMetrics(s *Server, on bool) *metrics.Metrics {
+	if !on {
+		return nil
+	}
+	m := metrics.New("mem")
+	s.SetMetrics(m)
+	return m
 }
 
 func noAllocs(t *testing.T, s *Server, r *http.Request) {

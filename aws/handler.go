@@ -35,6 +35,7 @@ import (
 	"github.com/forewarn/forewarn"
 	"github.com/forewarn/forewarn/engine"
 	"github.com/forewarn/forewarn/internal/ratelimit"
+	"github.com/forewarn/forewarn/metrics"
 )
 
 // The IMDSv2 header names.
@@ -79,7 +80,59 @@ type Server struct {
 	// out, so that a VM reusing its token (they do, for hours) costs no
 	// signature check; read-only map.
 	lastToken map[string]*atomic.Pointer[checked]
+	// metrics records requests; nil records nothing.
+	metrics *metrics.API
 }
+
+// Routes of the request metrics: the route label's values.
+const (
+	routeToken = iota
+	routeEvents
+	routeSpot
+	routeAutoscaling
+	routeMetaData
+	routeDynamic
+	routeOther
+)
+
+var routes = []string{
+	routeToken:       "token",
+	routeEvents:      "events",
+	routeSpot:        "spot",
+	routeAutoscaling: "autoscaling",
+	routeMetaData:    "meta-data",
+	routeDynamic:     "dynamic",
+	routeOther:       "other",
+}
+
+// route returns the metrics route of a request path: the token, the
+// maintenance keys (events, spot, autoscaling), the rest of meta-data,
+// dynamic, and everything else.
+func route(p string) int {
+	if p == TokenPath {
+		return routeToken
+	}
+	key, ok := strings.CutPrefix(p, "/latest/")
+	switch {
+	case !ok:
+		return routeOther
+	case key == "meta-data/events" || strings.HasPrefix(key, "meta-data/events/"):
+		return routeEvents
+	case key == "meta-data/spot" || strings.HasPrefix(key, "meta-data/spot/"):
+		return routeSpot
+	case key == "meta-data/autoscaling" || strings.HasPrefix(key, "meta-data/autoscaling/"):
+		return routeAutoscaling
+	case key == "meta-data" || strings.HasPrefix(key, "meta-data/"):
+		return routeMetaData
+	case key == "dynamic" || strings.HasPrefix(key, "dynamic/"):
+		return routeDynamic
+	}
+	return routeOther
+}
+
+// SetMetrics records the server's requests in m, as API "aws"; nil
+// records nothing. Call it before serving.
+func (s *Server) SetMetrics(m *metrics.Metrics) { s.metrics = m.API("aws", routes) }
 
 // checked is a token found valid, with its expiry and the remaining-TTL
 // header value of one second of its life.
@@ -160,6 +213,12 @@ func ConnContext(ctx context.Context, c net.Conn) context.Context {
 
 // ServeHTTP serves everything under /latest/ and the version list at /.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w, start := s.metrics.Start(w, r)
+	s.serve(w, r)
+	s.metrics.Done(w, r, route(r.URL.Path), start)
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h["Server"] = hdrServer
 	vm := s.Caller(r)

@@ -1,13 +1,17 @@
 package azure_test
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/forewarn/forewarn"
+	"github.com/forewarn/forewarn/azure"
 	"github.com/forewarn/forewarn/engine"
+	"github.com/forewarn/forewarn/metrics"
+	"github.com/forewarn/forewarn/metrics/metricstest"
 )
 
 // discard is a ResponseWriter that keeps its header map between
@@ -85,17 +89,34 @@ func BenchmarkApprove(b *testing.B) {
 }
 
 // TestGetEventsDoesNotAllocate pins the benchmark's result: the GET
-// handler's own code makes no allocation per request.
+// handler's own code makes no allocation per request, with request
+// metrics or without.
 func TestGetEventsDoesNotAllocate(t *testing.T) {
-	e, h := setup(t)
-	e.Create(t.Context(), engine.Spec{Type: forewarn.Reboot, VMs: []string{"web_0"}, Source: forewarn.User})
-	r := httptest.NewRequest("GET", path+"2020-07-01", nil)
-	r.RemoteAddr = web0
-	r.Header.Set("Metadata", "true")
-	w := &discard{h: http.Header{}}
-	h.ServeHTTP(w, r)
-	if n := testing.AllocsPerRun(200, func() { clear(w.h); h.ServeHTTP(w, r) }); n != 0 {
-		t.Fatalf("%v allocations per GET", n)
+	for _, withMetrics := range []bool{false, true} {
+		t.Run(fmt.Sprintf("metrics=%v", withMetrics), func(t *testing.T) {
+			e, h := setup(t)
+			var m *metrics.Metrics
+			if withMetrics {
+				m = metrics.New("mem")
+				h.(*azure.Server).SetMetrics(m)
+			}
+			e.Create(t.Context(), engine.Spec{Type: forewarn.Reboot, VMs: []string{"web_0"}, Source: forewarn.User})
+			r := httptest.NewRequest("GET", path+"2020-07-01", nil)
+			r.RemoteAddr = web0
+			r.Header.Set("Metadata", "true")
+			w := &discard{h: http.Header{}}
+			h.ServeHTTP(w, r)
+			if n := testing.AllocsPerRun(200, func() { clear(w.h); h.ServeHTTP(w, r) }); n != 0 {
+				t.Fatalf("%v allocations per GET", n)
+			}
+			// AllocsPerRun runs the function once more than it counts.
+			if !withMetrics {
+				return
+			}
+			if got := metricstest.Value(t, m, "forewarn_metadata_requests_total", "api=azure", "route=scheduledevents", "code=200"); got != 202 {
+				t.Errorf("requests counted: %v, want 202", got)
+			}
+		})
 	}
 }
 

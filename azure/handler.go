@@ -19,6 +19,7 @@ import (
 	"github.com/forewarn/forewarn/engine"
 	"github.com/forewarn/forewarn/internal/query"
 	"github.com/forewarn/forewarn/internal/ratelimit"
+	"github.com/forewarn/forewarn/metrics"
 )
 
 // maxBody caps a StartRequests body.
@@ -57,7 +58,41 @@ type Server struct {
 	// scheduled events, as the real service's first call can take up to
 	// two minutes. Set it before serving.
 	FirstCallDelay time.Duration
+	// metrics records requests; nil records nothing.
+	metrics *metrics.API
 }
+
+// Routes of the request metrics: the route label's values.
+const (
+	routeEvents = iota
+	routeInstance
+	routeVersions
+	routeOther
+)
+
+var routes = []string{
+	routeEvents:   "scheduledevents",
+	routeInstance: "instance",
+	routeVersions: "versions",
+	routeOther:    "other",
+}
+
+// route returns the metrics route of a request path.
+func route(p string) int {
+	switch {
+	case p == "/metadata/scheduledevents":
+		return routeEvents
+	case p == "/metadata/instance" || strings.HasPrefix(p, "/metadata/instance/"):
+		return routeInstance
+	case p == "/metadata/versions":
+		return routeVersions
+	}
+	return routeOther
+}
+
+// SetMetrics records the server's requests in m, as API "azure"; nil
+// records nothing. Call it before serving.
+func (s *Server) SetMetrics(m *metrics.Metrics) { s.metrics = m.API("azure", routes) }
 
 // NewServer returns a Server answering for eng's fleet. It renders every
 // VM's document now and again whenever the engine publishes a change.
@@ -122,11 +157,13 @@ func (s *Server) SetRateLimit(rate float64) {
 // ServeHTTP implements http.Handler. A path that is not in canonical form
 // gets the JSON 404, not the mux's plain-text redirect.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w, start := s.metrics.Start(w, r)
 	if p := r.URL.Path; p != path.Clean(p) && p != path.Clean(p)+"/" {
 		writeError(w, http.StatusNotFound, msgNotFound)
-		return
+	} else {
+		s.mux.ServeHTTP(w, r)
 	}
-	s.mux.ServeHTTP(w, r)
+	s.metrics.Done(w, r, route(r.URL.Path), start)
 }
 
 var (
@@ -420,5 +457,6 @@ func unknownID(eng *engine.Engine, vm *forewarn.VM, ids []string) string {
 }
 
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	return io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	// The writer net/http gave, so that a body too large closes the connection.
+	return io.ReadAll(http.MaxBytesReader(metrics.Unwrap(w), r.Body, maxBody))
 }

@@ -54,6 +54,8 @@ type Config struct {
 	// WriteWait bounds how long a write waits for the write in flight
 	// before it; 0 means no bound. Set it to the store's own timeout.
 	WriteWait time.Duration
+	// Observer receives the engine's measurements; nil means none.
+	Observer Observer
 }
 
 // Validate reports whether c is complete.
@@ -219,6 +221,10 @@ type Engine struct {
 	inc    map[string]int64
 	timers map[string]*time.Timer
 	subs   []func(*View)
+	// counts holds how many events of each type and status events holds.
+	counts map[typeStatus]int
+	// obs receives measurements; never nil.
+	obs Observer
 }
 
 // New loads the store's state, applies every deadline that passed while
@@ -254,6 +260,8 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		replica:      cfg.Replica,
 		wslot:        make(chan struct{}, 1),
 		writeWait:    cfg.WriteWait,
+		counts:       make(map[typeStatus]int),
+		obs:          cmp.Or[Observer](cfg.Observer, nopObserver{}),
 	}
 	e.cluster, _ = cfg.Store.(forewarn.Cluster)
 	if e.replica == "" {
@@ -714,7 +722,7 @@ func (e *Engine) approve(ctx context.Context, by string, ids []string) error {
 		}
 	}
 	now := time.Now()
-	var changed []*forewarn.Event
+	var changed, approved []*forewarn.Event
 	for _, id := range ids {
 		ev, err := e.lookup(id)
 		if err == nil && approver != nil && !e.visible(approver, ev) {
@@ -740,6 +748,7 @@ func (e *Engine) approve(ctx context.Context, by string, ids []string) error {
 		}
 		c := ev.Clone()
 		c.Approvals = append(c.Approvals, forewarn.Approval{By: by, At: now.Round(0)})
+		approved = append(approved, ev)
 		if a := advance(c, now, false, e.gated(c)); a != nil {
 			c = a
 		}
@@ -750,6 +759,9 @@ func (e *Engine) approve(ctx context.Context, by string, ids []string) error {
 	}
 	if err := e.commit(ctx, now, changed, nil); err != nil {
 		return err
+	}
+	for _, ev := range approved {
+		e.obs.Approval(by, ev, now)
 	}
 	for _, c := range changed {
 		e.log.Info("event approved", "event", c.ID, "by", by, "status", e.events[c.ID].Status)
@@ -912,6 +924,7 @@ func (e *Engine) commit(ctx context.Context, now time.Time, changed []*forewarn.
 // deadline write that its lost leadership cannot make.
 func (e *Engine) commitAs(ctx context.Context, now time.Time, changed []*forewarn.Event, vms map[string]*forewarn.VMRecord, fence string) error {
 	changed = e.settle(now, changed)
+	moves := e.transitions(changed)
 	touched := e.touchedBy(changed)
 	// DocumentIncarnation is an Azure notion: only Azure VMs count changes.
 	incs := make(map[string]int64, len(touched))
@@ -923,6 +936,9 @@ func (e *Engine) commitAs(ctx context.Context, now time.Time, changed []*forewar
 	covered, err := e.write(ctx, &forewarn.Change{Events: changed, Incarnations: incs, VMs: vms, Fence: fence})
 	if err != nil {
 		return fmt.Errorf("commit: %w", err)
+	}
+	for _, m := range moves {
+		e.obs.Transition(m.t, m.from, m.to)
 	}
 	if covered {
 		return nil // the follow loop installed it, and armed the timers
@@ -1022,8 +1038,10 @@ func (e *Engine) buildView(vm *forewarn.VM) *View {
 func (e *Engine) install(ev *forewarn.Event) {
 	if old := e.events[ev.ID]; old != nil {
 		e.uninstall(old)
+		e.count(old, -1)
 	}
 	e.events[ev.ID] = ev
+	e.count(ev, 1)
 	if ev.Type.HostMaintenance() && ev.Status == forewarn.Completed {
 		for _, r := range ev.Resources {
 			if a := e.ended[r]; a != nil {
@@ -1299,6 +1317,9 @@ func (e *Engine) fire(id string) {
 		return
 	}
 	now := time.Now()
+	if at, ok := ev.NextDeadline(); ok && !now.Before(at) {
+		e.obs.DeadlineLag(now.Sub(at))
+	}
 	c := advance(ev, now, !e.watched(ev), e.gated(ev))
 	if c == nil && e.gated(ev) && !now.Before(ev.NotBefore) {
 		c = ev.Clone() // timed out: the scale set rule starts it

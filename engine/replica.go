@@ -60,8 +60,11 @@ func stale(err error) (*staleError, bool) {
 func (e *Engine) write(ctx context.Context, c *forewarn.Change) (covered bool, err error) {
 	c.Revision = e.rev
 	e.mu.Unlock()
+	start := time.Now()
 	rev, err := e.store.Commit(ctx, c)
+	took := time.Since(start)
 	e.mu.Lock()
+	e.obs.Commit(took)
 	if err != nil && ctx.Err() != nil {
 		err = e.timedOut(err)
 	}
@@ -199,6 +202,7 @@ func (e *Engine) apply(u *forewarn.Update) bool {
 				e.audience(old, touched)
 			}
 			e.uninstall(old)
+			e.count(old, -1)
 			delete(e.events, id)
 			e.disarm(id)
 		}
@@ -280,6 +284,7 @@ func (e *Engine) publish(touched map[string]bool) {
 func (e *Engine) reset(st *forewarn.State) {
 	e.disarmAll()
 	e.events = make(map[string]*forewarn.Event, len(st.Events))
+	clear(e.counts)
 	e.byVM = make(map[string]map[string]*forewarn.Event)
 	e.byWave = make(map[string]map[string]*forewarn.Event)
 	e.byGroup = make(map[**forewarn.VM]map[string]*forewarn.Event)

@@ -1,9 +1,13 @@
 package gce_test
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"testing"
+
+	"github.com/forewarn/forewarn/metrics"
+	"github.com/forewarn/forewarn/metrics/metricstest"
 )
 
 // discard keeps its header map between requests, so a benchmark counts
@@ -55,15 +59,32 @@ func BenchmarkMaintenanceEventStaleETag(b *testing.B) {
 	}
 }
 
-// TestMaintenanceEventDoesNotAllocate pins the benchmark's result.
+// TestMaintenanceEventDoesNotAllocate pins the benchmark's result, with
+// request metrics and without.
 func TestMaintenanceEventDoesNotAllocate(t *testing.T) {
-	_, s := setup(t)
-	for _, q := range []string{"", "?wait_for_change=true&last_etag=0", "?alt=json"} {
-		r := maintenanceRequest(q)
-		w := &discard{h: http.Header{}}
-		s.ServeHTTP(w, r)
-		if n := testing.AllocsPerRun(200, func() { clear(w.h); s.ServeHTTP(w, r) }); n != 0 {
-			t.Errorf("%q: %v allocations per GET", q, n)
-		}
+	for _, withMetrics := range []bool{false, true} {
+		t.Run(fmt.Sprintf("metrics=%v", withMetrics), func(t *testing.T) {
+			_, s := setup(t)
+			var m *metrics.Metrics
+			if withMetrics {
+				m = metrics.New("mem")
+				s.SetMetrics(m)
+			}
+			for _, q := range []string{"", "?wait_for_change=true&last_etag=0", "?alt=json"} {
+				r := maintenanceRequest(q)
+				w := &discard{h: http.Header{}}
+				s.ServeHTTP(w, r)
+				if n := testing.AllocsPerRun(200, func() { clear(w.h); s.ServeHTTP(w, r) }); n != 0 {
+					t.Errorf("%q: %v allocations per GET", q, n)
+				}
+			}
+			if !withMetrics {
+				return
+			}
+			// Each query: one request, then AllocsPerRun's 201.
+			if got := metricstest.Value(t, m, "forewarn_metadata_requests_total", "api=gce", "route=maintenance-event", "code=200"); got != 3*202 {
+				t.Errorf("requests counted: %v, want %d", got, 3*202)
+			}
+		})
 	}
 }

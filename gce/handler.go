@@ -17,6 +17,7 @@ import (
 	"github.com/forewarn/forewarn"
 	"github.com/forewarn/forewarn/engine"
 	"github.com/forewarn/forewarn/internal/query"
+	"github.com/forewarn/forewarn/metrics"
 )
 
 // Prefix is the path under which the metadata keys live.
@@ -44,7 +45,52 @@ type Server struct {
 	// closing is closed by Shutdown to release every held long-poll.
 	closing   chan struct{}
 	closeOnce sync.Once
+	// metrics records requests and held long-polls; nil records nothing.
+	metrics *metrics.API
 }
+
+// Routes of the request metrics: the route label's values.
+const (
+	routeMaintenance = iota
+	routePreempted
+	routeUpcoming
+	routeScheduling
+	routeOtherKey
+	routeOther
+)
+
+var routes = []string{
+	routeMaintenance: "maintenance-event",
+	routePreempted:   "preempted",
+	routeUpcoming:    "upcoming-maintenance",
+	routeScheduling:  "scheduling",
+	routeOtherKey:    "other-key",
+	routeOther:       "other",
+}
+
+// route returns the metrics route of a request path: the maintenance
+// keys each have one, other keys under Prefix share one, and everything
+// else (/, listings above Prefix, unknown paths) another.
+func route(p string) int {
+	key, ok := strings.CutPrefix(p, Prefix)
+	switch {
+	case !ok:
+		return routeOther
+	case key == "instance/maintenance-event":
+		return routeMaintenance
+	case key == "instance/preempted":
+		return routePreempted
+	case key == "instance/upcoming-maintenance":
+		return routeUpcoming
+	case key == "instance/scheduling" || strings.HasPrefix(key, "instance/scheduling/"):
+		return routeScheduling
+	}
+	return routeOtherKey
+}
+
+// SetMetrics records the server's requests and held long-polls in m, as
+// API "gce"; nil records nothing. Call it before serving.
+func (s *Server) SetMetrics(m *metrics.Metrics) { s.metrics = m.API("gce", routes) }
 
 // Shutdown releases every held wait_for_change request with a 503, which
 // clients retry, as they do during real maintenance. Register it with
@@ -190,6 +236,12 @@ func parseParams(raw string) (params, string) {
 // ServeHTTP serves "/", "/computeMetadata/" and everything below
 // /computeMetadata/v1/.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w, start := s.metrics.Start(w, r)
+	s.serve(w, r)
+	s.metrics.Done(w, r, route(r.URL.Path), start)
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h["Metadata-Flavor"] = hdrGoogle
 	vm := s.Caller(r)
@@ -270,7 +322,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeError(w, r, http.StatusServiceUnavailable, fmt.Sprintf("Too many held wait_for_change requests for this VM (at most %d).", s.MaxWaiters))
 			return
 		}
+		s.metrics.Hold(1)
 		n = s.wait(r, d, key, n, p)
+		s.metrics.Hold(-1)
 		held.Add(-1)
 		if n == nil {
 			if r.Context().Err() == nil { // shutting down

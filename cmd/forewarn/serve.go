@@ -29,6 +29,7 @@ import (
 	"github.com/forewarn/forewarn/fleetfile"
 	"github.com/forewarn/forewarn/gce"
 	"github.com/forewarn/forewarn/internal/connlimit"
+	"github.com/forewarn/forewarn/metrics"
 )
 
 // ServeConfig configures 'forewarn serve'.
@@ -265,13 +266,15 @@ func Serve(ctx context.Context, cfg ServeConfig, log *slog.Logger, out io.Writer
 		audit.Shared = shared // every replica shows the writes all replicas received
 	}
 
+	mets := metrics.New(cfg.Store)
 	eng, err := engine.New(ctx, engine.Config{Store: store, Fleet: fleet, Logger: log,
 		AllowShortNotice: cfg.AllowShortNotice, DisableAfter: cfg.DisableAfter, Replica: cfg.ReplicaName,
-		WriteWait: writeWait(cfg)})
+		WriteWait: writeWait(cfg), Observer: mets})
 	if err != nil {
 		return fmt.Errorf("start engine: %w", err)
 	}
 	defer eng.Close()
+	mets.Watch(eng)
 
 	mdLn, err := net.Listen("tcp", cfg.MetadataAddr)
 	if err != nil {
@@ -285,7 +288,7 @@ func Serve(ctx context.Context, cfg ServeConfig, log *slog.Logger, out io.Writer
 	mdCaps, admCaps := listenerCaps(cfg, fleet, log)
 	mdCapped, adCapped := connlimit.New(mdLn, mdCaps), connlimit.New(adLn, admCaps)
 	adm := admin.NewServer(eng, log)
-	adm.Token, adm.Audit = token, audit
+	adm.Token, adm.Audit, adm.Metrics = token, audit, mets
 	if cluster != nil {
 		adm.Cluster = cluster.Replicas
 		go announce(ctx, cluster, eng, cfg.ReplicaName, adLn.Addr().String(), log)
@@ -293,10 +296,13 @@ func Serve(ctx context.Context, cfg ServeConfig, log *slog.Logger, out io.Writer
 	az := azure.NewServer(eng, log)
 	az.FirstCallDelay = cfg.FirstCallDelay
 	az.SetRateLimit(cfg.RateLimit)
+	az.SetMetrics(mets)
 	gc := gce.NewServer(eng, log)
 	gc.MaxWaiters = cfg.MaxLongPolls
+	gc.SetMetrics(mets)
 	ec2 := aws.NewServer(eng, log)
 	ec2.SetRateLimit(cfg.AWSRateLimit)
+	ec2.SetMetrics(mets)
 	servers := []*http.Server{httpServer(cfg, metadataHandler(az, gc, ec2)), httpServer(cfg, adm)}
 	servers[0].ConnContext = aws.ConnContext
 	servers[0].RegisterOnShutdown(gc.Shutdown)
