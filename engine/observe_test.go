@@ -49,11 +49,11 @@ func (r *recorder) Commit(time.Duration) {
 	r.commits++
 }
 
-// TestObserver checks what the engine reports to its Observer through a
+// TestMetricsObserver checks what the engine reports to its Observer through a
 // lifecycle: transitions with their from and to, approvals with the time
 // since notice and to NotBefore, a deadline timer's lag (none, in a
 // bubble), one commit per write; and its event counts and enabled VMs.
-func TestObserver(t *testing.T) {
+func TestMetricsObserver(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rec := &recorder{}
 		e, err := engine.New(t.Context(), engine.Config{Store: mem.New(), Fleet: testFleet(), Observer: rec})
@@ -105,8 +105,8 @@ func TestObserver(t *testing.T) {
 	})
 }
 
-// TestObserverNil: an engine without an Observer runs a lifecycle.
-func TestObserverNil(t *testing.T) {
+// TestMetricsObserverNil: an engine without an Observer runs a lifecycle.
+func TestMetricsObserverNil(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEngine(t, mem.New(), false)
 		ev, err := e.Create(t.Context(), engine.Spec{Type: forewarn.Freeze, VMs: []string{"db_0"}})
