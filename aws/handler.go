@@ -20,7 +20,6 @@ import (
 	"hash"
 	"io"
 	"log/slog"
-	"math"
 	"net"
 	"net/http"
 	"net/netip"
@@ -180,15 +179,7 @@ const DefaultRateLimit = 200
 // is not a positive finite number turns throttling off. Call it before
 // serving.
 func (s *Server) SetRateLimit(rate float64) {
-	if !(rate > 0) || math.IsInf(rate, 1) {
-		s.limits = nil
-		return
-	}
-	names := make([]string, 0, len(s.docs))
-	for name := range s.docs {
-		names = append(names, name)
-	}
-	s.limits = ratelimit.New(rate, max(int(rate), 1), names)
+	s.limits = ratelimit.ForRate(rate, s.docs)
 }
 
 // Caller returns the VM whose requests come from r's source address,

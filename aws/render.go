@@ -120,15 +120,10 @@ func mac(id string) string {
 }
 
 // scheduledEvent is one entry of events/maintenance/scheduled and
-// history, with the field order EC2's own documentation shows.
+// history as text: entryJSON writes its fields in this order, the one
+// EC2's own documentation shows, and leaves out the empty ones.
 type scheduledEvent struct {
-	NotBefore         string `json:"NotBefore"`
-	Code              string `json:"Code"`
-	Description       string `json:"Description"`
-	EventID           string `json:"EventId"`
-	NotAfter          string `json:"NotAfter"`
-	NotBeforeDeadline string `json:"NotBeforeDeadline,omitempty"`
-	State             string `json:"State"`
+	NotBefore, Code, Description, EventID, NotAfter, NotBeforeDeadline, State string
 }
 
 // EventID returns the EC2 event ID of the Forewarn event id:

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"net/http"
 	"net/netip"
 	"path"
@@ -143,15 +142,7 @@ const DefaultRateLimit = 5
 // (negative, NaN, +Inf); 'forewarn serve' refuses those but 0. Call it
 // before serving.
 func (s *Server) SetRateLimit(rate float64) {
-	if !(rate > 0) || math.IsInf(rate, 1) {
-		s.limits = nil
-		return
-	}
-	names := make([]string, 0, len(s.docs))
-	for name := range s.docs {
-		names = append(names, name)
-	}
-	s.limits = ratelimit.New(rate, max(int(rate), 1), names)
+	s.limits = ratelimit.ForRate(rate, s.docs)
 }
 
 // ServeHTTP implements http.Handler. A path that is not in canonical form

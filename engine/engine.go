@@ -804,19 +804,21 @@ func (e *Engine) Visible(vm, id string) bool {
 // Start starts a Scheduled event now, whatever its NotBefore.
 // Errors: ENOTFOUND, ECONFLICT when the event is not Scheduled.
 func (e *Engine) Start(ctx context.Context, id string) error {
-	return e.transition(ctx, id, []forewarn.Status{forewarn.Scheduled}, func(c *forewarn.Event, now time.Time) {
+	return e.transition(ctx, id, []forewarn.Status{forewarn.Scheduled}, func(c *forewarn.Event, now time.Time) error {
 		c.Status = forewarn.Started
 		c.StartedAt = now.Round(0)
 		c.NotBefore = time.Time{}
+		return nil
 	})
 }
 
 // Complete ends a Started event now; it vanishes from every document.
 // Errors: ENOTFOUND, ECONFLICT when the event is not Started.
 func (e *Engine) Complete(ctx context.Context, id string) error {
-	return e.transition(ctx, id, []forewarn.Status{forewarn.Started}, func(c *forewarn.Event, now time.Time) {
+	return e.transition(ctx, id, []forewarn.Status{forewarn.Started}, func(c *forewarn.Event, now time.Time) error {
 		c.Status = forewarn.Completed
 		c.EndedAt = now.Round(0)
+		return nil
 	})
 }
 
@@ -824,9 +826,10 @@ func (e *Engine) Complete(ctx context.Context, id string) error {
 // from every document.
 // Errors: ENOTFOUND, ECONFLICT when the event is neither.
 func (e *Engine) Cancel(ctx context.Context, id string) error {
-	return e.transition(ctx, id, []forewarn.Status{forewarn.Scheduled, forewarn.Pending}, func(c *forewarn.Event, now time.Time) {
+	return e.transition(ctx, id, []forewarn.Status{forewarn.Scheduled, forewarn.Pending}, func(c *forewarn.Event, now time.Time) error {
 		c.Status = forewarn.Canceled
 		c.EndedAt = now.Round(0)
+		return nil
 	})
 }
 
@@ -837,45 +840,33 @@ func (e *Engine) Cancel(ctx context.Context, id string) error {
 // Errors: ENOTFOUND, EINVALID for an event that is not an EC2 scheduled
 // event or a time outside that range, ECONFLICT when it is not Scheduled.
 func (e *Engine) Reschedule(ctx context.Context, id string, notBefore time.Time) error {
-	return e.retry(ctx, func(ctx context.Context) error { return e.rescheduleOnce(ctx, id, ceilSecond(notBefore)) })
-}
-
-func (e *Engine) rescheduleOnce(ctx context.Context, id string, notBefore time.Time) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.closed {
-		return errClosed
-	}
-	ev, err := e.lookup(id)
+	notBefore = ceilSecond(notBefore)
+	// An event's type never changes: it can be checked before the lock.
+	t, err := e.TypeOf(id)
 	if err != nil {
 		return err
 	}
-	now := time.Now()
-	switch {
-	case !ev.Type.EC2():
-		return forewarn.Errorf(forewarn.EINVALID, "event %s is a %s event; only EC2 scheduled events can be rescheduled", ev.ID, ev.Type)
-	case ev.Status != forewarn.Scheduled:
-		return forewarn.Errorf(forewarn.ECONFLICT, "event %s is %s, not Scheduled", ev.ID, ev.Status)
-	case !notBefore.After(now):
-		return forewarn.Errorf(forewarn.EINVALID, "new NotBefore %s is not in the future", notBefore.UTC().Format(time.RFC3339))
-	case notBefore.After(ev.Deadline):
-		return forewarn.Errorf(forewarn.EINVALID, "new NotBefore %s is after the event's NotBeforeDeadline %s",
-			notBefore.UTC().Format(time.RFC3339), ev.Deadline.UTC().Format(time.RFC3339))
+	if !t.EC2() {
+		return forewarn.Errorf(forewarn.EINVALID, "event %s is a %s event; only EC2 scheduled events can be rescheduled", strings.ToUpper(id), t)
 	}
-	c := ev.Clone()
-	c.NotBefore = notBefore
-	if err := e.commit(ctx, now, []*forewarn.Event{c}, nil); err != nil {
-		return err
-	}
-	e.log.Info("event rescheduled", "event", c.ID, "notBefore", notBefore)
-	return nil
+	return e.transition(ctx, id, []forewarn.Status{forewarn.Scheduled}, func(c *forewarn.Event, now time.Time) error {
+		switch {
+		case !notBefore.After(now):
+			return forewarn.Errorf(forewarn.EINVALID, "new NotBefore %s is not in the future", notBefore.UTC().Format(time.RFC3339))
+		case notBefore.After(c.Deadline):
+			return forewarn.Errorf(forewarn.EINVALID, "new NotBefore %s is after the event's NotBeforeDeadline %s",
+				notBefore.UTC().Format(time.RFC3339), c.Deadline.UTC().Format(time.RFC3339))
+		}
+		c.NotBefore = notBefore
+		return nil
+	})
 }
 
-func (e *Engine) transition(ctx context.Context, id string, from []forewarn.Status, f func(*forewarn.Event, time.Time)) error {
+func (e *Engine) transition(ctx context.Context, id string, from []forewarn.Status, f func(*forewarn.Event, time.Time) error) error {
 	return e.retry(ctx, func(ctx context.Context) error { return e.transitionOnce(ctx, id, from, f) })
 }
 
-func (e *Engine) transitionOnce(ctx context.Context, id string, from []forewarn.Status, f func(*forewarn.Event, time.Time)) error {
+func (e *Engine) transitionOnce(ctx context.Context, id string, from []forewarn.Status, f func(*forewarn.Event, time.Time) error) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
@@ -890,7 +881,9 @@ func (e *Engine) transitionOnce(ctx context.Context, id string, from []forewarn.
 	}
 	now := time.Now()
 	c := ev.Clone()
-	f(c, now)
+	if err := f(c, now); err != nil {
+		return err
+	}
 	if err := e.commit(ctx, now, []*forewarn.Event{c}, nil); err != nil {
 		return err
 	}

@@ -2,6 +2,9 @@
 package ratelimit
 
 import (
+	"maps"
+	"math"
+	"slices"
 	"sync/atomic"
 	"time"
 )
@@ -50,4 +53,15 @@ func (l *Limiter) Allow(vm string) bool {
 			return true
 		}
 	}
+}
+
+// ForRate is New for a server's throttling setting: rate requests per
+// second to each VM named in vms (a map keyed by VM name), in bursts of
+// up to rate requests. It returns nil, no throttling, for a rate that is
+// not a positive finite number (0, negative, NaN, +Inf).
+func ForRate[V any](rate float64, vms map[string]V) *Limiter {
+	if !(rate > 0) || math.IsInf(rate, 1) {
+		return nil
+	}
+	return New(rate, max(int(rate), 1), slices.Collect(maps.Keys(vms)))
 }
