@@ -179,8 +179,11 @@ func (l *Listener) release(src netip.Addr, stranger bool) {
 	}
 }
 
-// refuse sends the refusal to c, closes it and counts it for the log.
+// refuse counts a refusal for the log, then sends the refusal to c and
+// closes it. Counting first means that once the caller sees its
+// connection closed, the refusal is already in what Close logs.
 func (l *Listener) refuse(c net.Conn, src netip.Addr, reason string) {
+	l.count(src, reason)
 	if len(l.cfg.Refusal) > 0 {
 		// A new connection's send buffer is empty, so this does not
 		// wait; the deadline only makes sure of it.
@@ -188,8 +191,12 @@ func (l *Listener) refuse(c net.Conn, src netip.Addr, reason string) {
 		_, _ = c.Write(l.cfg.Refusal)
 	}
 	_ = c.Close()
-	l.refused.Add(1)
+}
 
+// count adds a refusal to the pending log line and arranges for it to
+// be written.
+func (l *Listener) count(src netip.Addr, reason string) {
+	l.refused.Add(1)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	p := &l.pending
