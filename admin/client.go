@@ -88,6 +88,16 @@ func (c *Client) Cancel(ctx context.Context, id string) (*forewarn.Event, error)
 	return c.event(ctx, http.MethodPost, "/v1/events/"+url.PathEscape(id)+"/cancel")
 }
 
+// VM returns the VM named name with what it sees now on its metadata
+// API and its recent metadata requests, newest first.
+func (c *Client) VM(ctx context.Context, name string) (*VMDetail, error) {
+	var d VMDetail
+	if err := c.do(ctx, http.MethodGet, "/v1/vms/"+url.PathEscape(name), nil, &d); err != nil {
+		return nil, err
+	}
+	return &d, nil
+}
+
 // VMs returns every VM of the fleet with its topology, state,
 // incarnation, whether its scheduled events are enabled, when it last
 // called its metadata API, and the active events it sees.

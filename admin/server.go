@@ -30,6 +30,7 @@ import (
 	"github.com/forewarn/forewarn"
 	"github.com/forewarn/forewarn/engine"
 	"github.com/forewarn/forewarn/fleetfile"
+	"github.com/forewarn/forewarn/history"
 	"github.com/forewarn/forewarn/metrics"
 )
 
@@ -155,6 +156,13 @@ type Server struct {
 	// Metrics, when set, are served at GET /metrics, behind the token as
 	// every route but /healthz; nil answers 404. Set it before serving.
 	Metrics *metrics.Metrics
+	// History, when set, holds each VM's recent metadata requests, which
+	// GET /v1/vms/{name} shows. Set it before serving.
+	History *history.History
+	// Renderers, by API name ("azure", "gce", "aws"), give what a VM
+	// sees now on each metadata API, which GET /v1/vms/{name} shows. Set
+	// it before serving.
+	Renderers map[string]Renderer
 	// vmAddrs maps the fleet's explicit VM addresses to VM names; without
 	// a token, requests from them are refused.
 	vmAddrs map[netip.Addr]string
@@ -178,6 +186,7 @@ func NewServer(eng *engine.Engine, log *slog.Logger) *Server {
 	s.mux.HandleFunc("GET /v1/maintenance", s.handleListWaves)
 	s.mux.HandleFunc("POST /v1/maintenance", s.handleStartWave)
 	s.mux.HandleFunc("GET /v1/vms", s.handleListVMs)
+	s.mux.HandleFunc("GET /v1/vms/{name}", s.handleGetVM)
 	s.mux.HandleFunc("POST /v1/vms/{name}/restart", s.handleRestart)
 	s.mux.HandleFunc("POST /v1/vms/{name}/redeploy", s.handleRedeploy)
 	s.mux.HandleFunc("POST /v1/events/{id}/reschedule", s.handleReschedule)
@@ -433,6 +442,43 @@ func (req *WaveRequest) spec() (engine.WaveSpec, error) {
 
 func (s *Server) handleListVMs(w http.ResponseWriter, r *http.Request) {
 	s.writeJSON(w, r, http.StatusOK, vmsResponse{VMs: s.eng.VMs()})
+}
+
+// Renderer is a metadata server's current rendering of a VM; azure,
+// gce and aws Servers implement it.
+type Renderer interface {
+	// Documents returns what the VM named vm sees now, keyed by path,
+	// or nil when vm is not one of the API's VMs.
+	Documents(vm string) map[string]string
+}
+
+// VMDetail is the body of GET /v1/vms/{name}: the VM as GET /v1/vms
+// lists it, what it sees now on its metadata API (documents by API name,
+// then path), and its recent metadata requests, newest first.
+type VMDetail struct {
+	VM        engine.VMInfo                `json:"vm"`
+	Documents map[string]map[string]string `json:"documents"`
+	History   []history.Entry              `json:"history"`
+}
+
+// handleGetVM answers one VM with its documents and request history.
+func (s *Server) handleGetVM(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	info, err := s.eng.VM(name)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	d := VMDetail{VM: info, Documents: map[string]map[string]string{}, History: []history.Entry{}}
+	for api, rd := range s.Renderers {
+		if docs := rd.Documents(name); docs != nil {
+			d.Documents[api] = docs
+		}
+	}
+	if h, ok := s.History.Entries(name); ok {
+		d.History = h
+	}
+	s.writeJSON(w, r, http.StatusOK, d)
 }
 
 func (s *Server) handleRestart(w http.ResponseWriter, r *http.Request) {

@@ -33,6 +33,7 @@ import (
 
 	"github.com/forewarn/forewarn"
 	"github.com/forewarn/forewarn/engine"
+	"github.com/forewarn/forewarn/history"
 	"github.com/forewarn/forewarn/internal/ratelimit"
 	"github.com/forewarn/forewarn/metrics"
 )
@@ -81,6 +82,8 @@ type Server struct {
 	lastToken map[string]*atomic.Pointer[checked]
 	// metrics records requests; nil records nothing.
 	metrics *metrics.API
+	// history records each VM's requests; nil records nothing.
+	history *history.History
 }
 
 // Routes of the request metrics: the route label's values.
@@ -128,6 +131,10 @@ func route(p string) int {
 	}
 	return routeOther
 }
+
+// SetHistory records each VM's requests in h; nil records nothing.
+// Call it before serving.
+func (s *Server) SetHistory(h *history.History) { s.history = h }
 
 // SetMetrics records the server's requests in m, as API "aws"; nil
 // records nothing. Call it before serving.
@@ -204,9 +211,25 @@ func ConnContext(ctx context.Context, c net.Conn) context.Context {
 
 // ServeHTTP serves everything under /latest/ and the version list at /.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	w, start := s.metrics.Start(w, r)
+	hw := s.history.Start(w, s.callerName(r))
+	w, start := s.metrics.Start(hw, r)
 	s.serve(w, r)
 	s.metrics.Done(w, r, route(r.URL.Path), start)
+	if s.history != nil {
+		s.history.Done(hw, history.AWS, r.Method, r.URL.Path, "")
+	}
+}
+
+// callerName returns the name of the VM Caller identifies, when requests
+// are recorded, or "".
+func (s *Server) callerName(r *http.Request) string {
+	if s.history == nil {
+		return ""
+	}
+	if vm := s.Caller(r); vm != nil {
+		return vm.Name
+	}
+	return ""
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
@@ -562,4 +585,27 @@ func writeError(w http.ResponseWriter, status int) {
 	h["Content-Length"] = []string{strconv.Itoa(len(b))}
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
+}
+
+// Documents returns what the EC2 VM named vm sees now: the values of
+// events/maintenance/scheduled and spot/instance-action (left out while
+// they answer 404), keyed by their paths; nil when vm is not one of the
+// fleet's EC2 VMs.
+func (s *Server) Documents(vm string) map[string]string {
+	p := s.docs[vm]
+	if p == nil {
+		return nil
+	}
+	d := p.Load()
+	if d == nil {
+		return nil
+	}
+	out := map[string]string{}
+	if d.scheduled != nil {
+		out["/latest/meta-data/events/maintenance/scheduled"] = string(d.scheduled)
+	}
+	if d.instanceAction != nil {
+		out["/latest/meta-data/spot/instance-action"] = string(d.instanceAction)
+	}
+	return out
 }

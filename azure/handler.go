@@ -16,6 +16,7 @@ import (
 
 	"github.com/forewarn/forewarn"
 	"github.com/forewarn/forewarn/engine"
+	"github.com/forewarn/forewarn/history"
 	"github.com/forewarn/forewarn/internal/query"
 	"github.com/forewarn/forewarn/internal/ratelimit"
 	"github.com/forewarn/forewarn/metrics"
@@ -59,6 +60,8 @@ type Server struct {
 	FirstCallDelay time.Duration
 	// metrics records requests; nil records nothing.
 	metrics *metrics.API
+	// history records each VM's requests; nil records nothing.
+	history *history.History
 }
 
 // Routes of the request metrics: the route label's values.
@@ -88,6 +91,10 @@ func route(p string) int {
 	}
 	return routeOther
 }
+
+// SetHistory records each VM's requests in h; nil records nothing.
+// Call it before serving.
+func (s *Server) SetHistory(h *history.History) { s.history = h }
 
 // SetMetrics records the server's requests in m, as API "azure"; nil
 // records nothing. Call it before serving.
@@ -148,13 +155,36 @@ func (s *Server) SetRateLimit(rate float64) {
 // ServeHTTP implements http.Handler. A path that is not in canonical form
 // gets the JSON 404, not the mux's plain-text redirect.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	w, start := s.metrics.Start(w, r)
+	hw := s.history.Start(w, s.callerName(r))
+	w, start := s.metrics.Start(hw, r)
 	if p := r.URL.Path; p != path.Clean(p) && p != path.Clean(p)+"/" {
 		writeError(w, http.StatusNotFound, msgNotFound)
 	} else {
 		s.mux.ServeHTTP(w, r)
 	}
 	s.metrics.Done(w, r, route(r.URL.Path), start)
+	if s.history != nil {
+		var buf [8]query.Param
+		q, _ := query.Parse(r.URL.RawQuery, buf[:0])
+		v, _ := query.Get(q, "api-version")
+		s.history.Done(hw, history.Azure, r.Method, r.URL.Path, v)
+	}
+}
+
+// callerName returns the name of the fleet's Azure VM whose requests
+// come from r's source address, or "".
+func (s *Server) callerName(r *http.Request) string {
+	if s.history == nil {
+		return ""
+	}
+	addr, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return ""
+	}
+	if vm := s.index.Lookup(addr.Addr(), forewarn.Azure); vm != nil && vm.Provider == forewarn.Azure {
+		return vm.Name
+	}
+	return ""
 }
 
 var (
@@ -434,6 +464,7 @@ func (s *Server) approve(w http.ResponseWriter, r *http.Request, vm *forewarn.VM
 		}
 		return
 	}
+	history.NoteApproved(w, ids)
 	w.WriteHeader(http.StatusOK)
 }
 
@@ -450,4 +481,21 @@ func unknownID(eng *engine.Engine, vm *forewarn.VM, ids []string) string {
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	// The writer net/http gave, so that a body too large closes the connection.
 	return io.ReadAll(http.MaxBytesReader(metrics.Unwrap(w), r.Body, maxBody))
+}
+
+// Documents returns what the Azure VM named vm sees now: the Scheduled
+// Events document as the newest api-version renders it, keyed by its
+// path and query; nil when vm is not one of the fleet's Azure VMs.
+func (s *Server) Documents(vm string) map[string]string {
+	p := s.docs[vm]
+	if p == nil {
+		return nil
+	}
+	d := p.Load()
+	if d == nil {
+		return nil
+	}
+	var b strings.Builder
+	d.writeTo(&b, nVersions-1)
+	return map[string]string{"/metadata/scheduledevents?api-version=" + versions[nVersions-1].name: b.String()}
 }

@@ -493,6 +493,15 @@ func (e *Engine) VMs() []VMInfo {
 	return out
 }
 
+// VM returns the VM named name as VMs lists it. Errors: ENOTFOUND for a
+// name not in the fleet.
+func (e *Engine) VM(name string) (VMInfo, error) {
+	if vm := e.fleet.VM(name); vm != nil {
+		return e.info(vm, time.Now(), map[*forewarn.VM]bool{}), nil
+	}
+	return VMInfo{}, forewarn.Errorf(forewarn.ENOTFOUND, "no VM named %q", name)
+}
+
 // info returns vm with its current document state; cache is as
 // serviceEnabled takes it.
 func (e *Engine) info(vm *forewarn.VM, now time.Time, cache map[*forewarn.VM]bool) VMInfo {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/forewarn/forewarn"
 	"github.com/forewarn/forewarn/engine"
+	"github.com/forewarn/forewarn/history"
 	"github.com/forewarn/forewarn/internal/query"
 	"github.com/forewarn/forewarn/metrics"
 )
@@ -47,6 +48,8 @@ type Server struct {
 	closeOnce sync.Once
 	// metrics records requests and held long-polls; nil records nothing.
 	metrics *metrics.API
+	// history records each VM's requests; nil records nothing.
+	history *history.History
 }
 
 // Routes of the request metrics: the route label's values.
@@ -87,6 +90,10 @@ func route(p string) int {
 	}
 	return routeOtherKey
 }
+
+// SetHistory records each VM's requests in h; nil records nothing.
+// Call it before serving.
+func (s *Server) SetHistory(h *history.History) { s.history = h }
 
 // SetMetrics records the server's requests and held long-polls in m, as
 // API "gce"; nil records nothing. Call it before serving.
@@ -236,9 +243,25 @@ func parseParams(raw string) (params, string) {
 // ServeHTTP serves "/", "/computeMetadata/" and everything below
 // /computeMetadata/v1/.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	w, start := s.metrics.Start(w, r)
+	hw := s.history.Start(w, s.callerName(r))
+	w, start := s.metrics.Start(hw, r)
 	s.serve(w, r)
 	s.metrics.Done(w, r, route(r.URL.Path), start)
+	if s.history != nil {
+		s.history.Done(hw, history.GCE, r.Method, r.URL.Path, "")
+	}
+}
+
+// callerName returns the name of the VM Caller identifies, when requests
+// are recorded, or "".
+func (s *Server) callerName(r *http.Request) string {
+	if s.history == nil {
+		return ""
+	}
+	if vm := s.Caller(r); vm != nil {
+		return vm.Name
+	}
+	return ""
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
@@ -328,9 +351,17 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		held.Add(-1)
 		if n == nil {
 			if r.Context().Err() == nil { // shutting down
+				history.NotePoll(w, history.Shutdown)
 				writeError(w, r, http.StatusServiceUnavailable, "The metadata server is shutting down; retry.")
+			} else {
+				history.NotePoll(w, history.ClientGone)
 			}
 			return
+		}
+		if n.etag[0] != p.lastETag {
+			history.NotePoll(w, history.Changed)
+		} else {
+			history.NotePoll(w, history.Timeout)
 		}
 	}
 	write(w, n, p)
@@ -405,4 +436,36 @@ func writeJSON(w http.ResponseWriter, b []byte) {
 	w.Header()["Content-Type"] = hdrJSON
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(b)
+}
+
+// Documents returns what the GCE VM named vm sees now: the values of
+// instance/maintenance-event and instance/upcoming-maintenance (left out
+// while absent), keyed by their paths; nil when vm is not one of the
+// fleet's GCE VMs.
+func (s *Server) Documents(vm string) map[string]string {
+	p := s.docs[vm]
+	if p == nil {
+		return nil
+	}
+	d := p.Load()
+	if d == nil {
+		return nil
+	}
+	out := map[string]string{}
+	for _, key := range []string{"instance/maintenance-event", "instance/upcoming-maintenance"} {
+		n := d.node(key)
+		if n == nil {
+			continue
+		}
+		n = n.ready()
+		if n.absent {
+			continue
+		}
+		if n.dir {
+			out["/computeMetadata/v1/"+key] = string(n.recursive)
+		} else {
+			out["/computeMetadata/v1/"+key] = string(n.text)
+		}
+	}
+	return out
 }

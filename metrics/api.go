@@ -109,12 +109,16 @@ func (w *Writer) Write(b []byte) (int, error) {
 // Unwrap returns the wrapped writer, for http.ResponseController.
 func (w *Writer) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// Unwrap returns the writer a Writer wraps, or w itself.
+// Unwrap returns the writer net/http gave under w: it follows Unwrap
+// methods (of a Writer, or of any other wrapper) down to one without.
 func Unwrap(w http.ResponseWriter) http.ResponseWriter {
-	if mw, ok := w.(*Writer); ok {
-		return mw.ResponseWriter
+	for {
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			return w
+		}
+		w = u.Unwrap()
 	}
-	return w
 }
 
 // Start begins recording the request r answered through w: serve it

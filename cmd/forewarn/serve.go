@@ -28,6 +28,7 @@ import (
 	"github.com/forewarn/forewarn/etcd"
 	"github.com/forewarn/forewarn/fleetfile"
 	"github.com/forewarn/forewarn/gce"
+	"github.com/forewarn/forewarn/history"
 	"github.com/forewarn/forewarn/internal/connlimit"
 	"github.com/forewarn/forewarn/metrics"
 )
@@ -303,6 +304,16 @@ func Serve(ctx context.Context, cfg ServeConfig, log *slog.Logger, out io.Writer
 	ec2 := aws.NewServer(eng, log)
 	ec2.SetRateLimit(cfg.AWSRateLimit)
 	ec2.SetMetrics(mets)
+	names := make([]string, 0, len(fleet.VMs))
+	for _, vm := range fleet.VMs {
+		names = append(names, vm.Name)
+	}
+	hist := history.New(names)
+	az.SetHistory(hist)
+	gc.SetHistory(hist)
+	ec2.SetHistory(hist)
+	adm.History = hist
+	adm.Renderers = map[string]admin.Renderer{"azure": az, "gce": gc, "aws": ec2}
 	servers := []*http.Server{httpServer(cfg, metadataHandler(az, gc, ec2)), httpServer(cfg, adm)}
 	servers[0].ConnContext = aws.ConnContext
 	servers[0].RegisterOnShutdown(gc.Shutdown)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"sort"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -25,6 +26,7 @@ const vmUsage = `usage: forewarn vm <command> [arguments]
 
 commands:
   list      ` + vmListSynopsis + `
+  show      NAME [--json]        the VM, what it sees now and its recent requests
   restart   ` + vmActionSynopsis + `    raise a User Reboot of the VM
   redeploy  ` + vmActionSynopsis + `    raise a User Redeploy of the VM
   evict     ` + vmEvictSynopsis + `
@@ -49,6 +51,8 @@ func runVM(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "list":
 		return vmList(ctx, args[1:], stdout, stderr)
+	case "show":
+		return vmShow(ctx, args[1:], stdout, stderr)
 	case "restart", "redeploy", "degrade":
 		return vmAction(ctx, args[0], args[1:], stdout, stderr)
 	case "evict", "delete":
@@ -206,5 +210,63 @@ func vmStart(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stdout, "%s %s\n", info.Name, info.State)
 		return nil
+	})
+}
+
+// vmShow prints one VM, the documents it sees now and its recent
+// metadata requests, or the API's JSON.
+func vmShow(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	c := newCommand("vm show", "NAME [--json]")
+	asJSON := c.fs.Bool("json", false, "print the operator API's JSON")
+	return c.run(args, stderr, func(pos []string) error {
+		if len(pos) != 1 {
+			return usagef("want one VM name")
+		}
+		d, err := c.client().VM(ctx, pos[0])
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return printJSON(stdout, d)
+		}
+		vm := d.VM
+		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintf(tw, "Name:\t%s\n", vm.Name)
+		fmt.Fprintf(tw, "IP:\t%s\n", dash(vm.IP.String(), vm.IP.IsValid()))
+		fmt.Fprintf(tw, "Provider:\t%s\n", vm.Provider)
+		fmt.Fprintf(tw, "State:\t%s\n", vm.State)
+		fmt.Fprintf(tw, "Enabled:\t%s\n", yesNo(vm.Enabled))
+		fmt.Fprintf(tw, "Last seen:\t%s\n", dash(vm.LastSeen.UTC().Format(time.RFC3339), !vm.LastSeen.IsZero()))
+		fmt.Fprintf(tw, "Scope:\t%s\n", scope(vm))
+		fmt.Fprintf(tw, "Incarnation:\t%d\n", vm.Incarnation)
+		fmt.Fprintf(tw, "Events:\t%s\n", dash(strings.Join(vm.Events, ","), len(vm.Events) > 0))
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		apis := make([]string, 0, len(d.Documents))
+		for api := range d.Documents {
+			apis = append(apis, api)
+		}
+		sort.Strings(apis)
+		for _, api := range apis {
+			paths := make([]string, 0, len(d.Documents[api]))
+			for p := range d.Documents[api] {
+				paths = append(paths, p)
+			}
+			sort.Strings(paths)
+			for _, p := range paths {
+				fmt.Fprintf(stdout, "\n%s %s:\n%s\n", api, p, d.Documents[api][p])
+			}
+		}
+		fmt.Fprintln(stdout)
+		tw = tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "TIME\tAPI\tMETHOD\tPATH\tAPI-VERSION\tSTATUS\tLATENCY\tLONG-POLL\tAPPROVED")
+		for _, e := range d.History {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n",
+				e.Time.UTC().Format("2006-01-02T15:04:05.000Z"), e.API, e.Method, e.Path,
+				dash(e.APIVersion, e.APIVersion != ""), e.Status, e.Latency.Round(time.Microsecond),
+				dash(e.PollEnd, e.LongPoll), dash(strings.Join(e.Approved, ","), len(e.Approved) > 0))
+		}
+		return tw.Flush()
 	})
 }

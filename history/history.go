@@ -1,0 +1,364 @@
+// Package history keeps, per VM, a bounded ring of its recent metadata
+// requests: when, which API and path, the status, the latency, how a
+// long-poll ended and which events a request approved.
+//
+// Every VM's ring is allocated once, when the History is built from the
+// fleet, and recording a request into it allocates nothing: paths and
+// api-versions are kept as indexes into a small, bounded table of the
+// strings seen, and each VM has its own lock, so VMs never contend.
+package history
+
+import (
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Size is the number of requests kept per VM: the newest Size.
+const Size = 64
+
+// maxStrings bounds the table of paths and api-versions; once full,
+// further new strings are recorded as "(other)".
+const maxStrings = 1024
+
+// maxLen caps the length of a recorded path or api-version.
+const maxLen = 128
+
+// maxApprovals caps the event IDs recorded for one request.
+const maxApprovals = 16
+
+// API is the metadata API a request was made to.
+type API uint8
+
+// The metadata APIs.
+const (
+	Azure API = iota + 1
+	GCE
+	AWS
+)
+
+// String returns "azure", "gce" or "aws".
+func (a API) String() string {
+	switch a {
+	case Azure:
+		return "azure"
+	case GCE:
+		return "gce"
+	case AWS:
+		return "aws"
+	}
+	return ""
+}
+
+// Poll is how a long-poll ended.
+type Poll uint8
+
+// How a long-poll ended; NoPoll for a request that was not one.
+const (
+	NoPoll Poll = iota
+	Changed
+	Timeout
+	ClientGone
+	Shutdown
+)
+
+// String returns "", "changed", "timeout", "client gone" or "shutdown".
+func (p Poll) String() string {
+	switch p {
+	case Changed:
+		return "changed"
+	case Timeout:
+		return "timeout"
+	case ClientGone:
+		return "client gone"
+	case Shutdown:
+		return "shutdown"
+	}
+	return ""
+}
+
+// Entry is one recorded request as the operator API shows it.
+type Entry struct {
+	Time       time.Time     `json:"time"`
+	API        string        `json:"api"`
+	Method     string        `json:"method"`
+	Path       string        `json:"path"`
+	APIVersion string        `json:"apiVersion,omitempty"`
+	Status     int           `json:"status"`
+	Latency    time.Duration `json:"latencyNanos"`
+	LongPoll   bool          `json:"longPoll,omitempty"`
+	// PollEnd is how a long-poll ended: "changed", "timeout", "client
+	// gone" or "shutdown"; empty for other requests.
+	PollEnd string `json:"pollEnd,omitempty"`
+	// Approved lists the event IDs the request approved.
+	Approved []string `json:"approved,omitempty"`
+}
+
+// slot is one request as a ring stores it: 32 bytes, no strings.
+type slot struct {
+	time     int64 // Unix nanoseconds
+	latency  int64
+	approved *[]string // nil but for approvals
+	path     uint16
+	version  uint16 // 0: none
+	status   uint16
+	api      API
+	poll     Poll
+	// post reports a POST (approvals); other requests are GETs as far
+	// as the history cares, with the method kept coarse to stay small.
+	method uint8
+}
+
+// methods are the recorded methods, by slot.method.
+var methods = [...]string{"GET", "POST", "PUT", "OTHER"}
+
+func methodIndex(m string) uint8 {
+	switch m {
+	case http.MethodGet, "":
+		return 0
+	case http.MethodPost:
+		return 1
+	case http.MethodPut:
+		return 2
+	}
+	return 3
+}
+
+// ring is one VM's recent requests.
+type ring struct {
+	mu    sync.Mutex
+	n     uint64 // requests recorded
+	slots [Size]slot
+	// w caches a Writer for the VM's next request.
+	w atomic.Pointer[Writer]
+}
+
+// History holds the rings of a fleet's VMs. A nil *History records
+// nothing.
+type History struct {
+	index map[string]int32
+	rings []ring
+	// strs is the table of paths and api-versions; its map is replaced,
+	// never changed, so that readers need no lock.
+	strs   atomic.Pointer[table]
+	strsMu sync.Mutex
+}
+
+type table struct {
+	ids  map[string]uint16
+	strs []string
+}
+
+// New returns a History with a ring for each of names, allocated now.
+func New(names []string) *History {
+	h := &History{index: make(map[string]int32, len(names)), rings: make([]ring, len(names))}
+	for i, n := range names {
+		h.index[n] = int32(i)
+	}
+	h.strs.Store(&table{ids: map[string]uint16{}, strs: []string{"", "(other)"}})
+	return h
+}
+
+// ring returns vm's ring, or nil.
+func (h *History) ring(vm string) *ring {
+	if h == nil {
+		return nil
+	}
+	i, ok := h.index[vm]
+	if !ok {
+		return nil
+	}
+	return &h.rings[i]
+}
+
+// intern returns the id of s in the table, adding it when there is room.
+// It allocates only the first time it sees s.
+func (h *History) intern(s string) uint16 {
+	if s == "" {
+		return 0
+	}
+	if len(s) > maxLen {
+		s = s[:maxLen]
+	}
+	if id, ok := h.strs.Load().ids[s]; ok {
+		return id
+	}
+	h.strsMu.Lock()
+	defer h.strsMu.Unlock()
+	t := h.strs.Load()
+	if id, ok := t.ids[s]; ok {
+		return id
+	}
+	if len(t.strs) >= maxStrings {
+		return 1
+	}
+	s = string([]byte(s)) // keep no part of the request
+	nt := &table{ids: make(map[string]uint16, len(t.ids)+1), strs: append(t.strs[:len(t.strs):len(t.strs)], s)}
+	for k, v := range t.ids {
+		nt.ids[k] = v
+	}
+	id := uint16(len(nt.strs) - 1)
+	nt.ids[s] = id
+	h.strs.Store(nt)
+	return id
+}
+
+// Writer is the http.ResponseWriter a recorded request is answered
+// through: it notes the status, and handlers note through it how a
+// long-poll ended (NotePoll) and what was approved (NoteApproved).
+type Writer struct {
+	http.ResponseWriter
+	code     int
+	start    time.Time
+	poll     Poll
+	approved *[]string
+	ring     *ring
+}
+
+// WriteHeader notes the first status code and passes it on.
+func (w *Writer) WriteHeader(code int) {
+	if w.code == 0 {
+		w.code = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// Write notes an implicit 200 and passes b on.
+func (w *Writer) Write(b []byte) (int, error) {
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap returns the wrapped writer, for http.ResponseController.
+func (w *Writer) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// find returns the *Writer in w's chain of Unwrap, or nil.
+func find(w http.ResponseWriter) *Writer {
+	for {
+		if hw, ok := w.(*Writer); ok {
+			return hw
+		}
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			return nil
+		}
+		w = u.Unwrap()
+	}
+}
+
+// NotePoll notes, on the request answered through w, that it was a
+// long-poll and how it ended. It does nothing when w is not recorded.
+func NotePoll(w http.ResponseWriter, p Poll) {
+	if hw := find(w); hw != nil {
+		hw.poll = p
+	}
+}
+
+// NoteApproved notes, on the request answered through w, the event IDs
+// it approved (at most 16 kept). It does nothing when w is not recorded.
+func NoteApproved(w http.ResponseWriter, ids []string) {
+	if hw := find(w); hw != nil && len(ids) > 0 {
+		c := make([]string, 0, min(len(ids), maxApprovals))
+		for _, id := range ids[:min(len(ids), maxApprovals)] {
+			if len(id) > maxLen {
+				id = id[:maxLen]
+			}
+			c = append(c, string([]byte(id)))
+		}
+		hw.approved = &c
+	}
+}
+
+// Start begins recording a request of vm answered through w: serve it
+// through the returned writer and pass that to Done. When h is nil or vm
+// is not in the fleet it returns w, and Done records nothing.
+func (h *History) Start(w http.ResponseWriter, vm string) http.ResponseWriter {
+	rg := h.ring(vm)
+	if rg == nil {
+		return w
+	}
+	hw := rg.w.Swap(nil)
+	if hw == nil {
+		hw = new(Writer)
+	}
+	*hw = Writer{ResponseWriter: w, start: time.Now(), ring: rg}
+	return hw
+}
+
+// Done records the request Start began through w: its method, path and
+// api-version (empty when the API has none), the status it was answered
+// with and its latency.
+func (h *History) Done(w http.ResponseWriter, api API, method, path, version string) {
+	hw, ok := w.(*Writer)
+	if !ok || h == nil {
+		return
+	}
+	now := time.Now()
+	code := hw.code
+	if code == 0 {
+		code = http.StatusOK
+	}
+	s := slot{
+		time:     hw.start.UnixNano(),
+		latency:  int64(now.Sub(hw.start)),
+		approved: hw.approved,
+		path:     h.intern(path),
+		version:  h.intern(version),
+		status:   uint16(code),
+		api:      api,
+		poll:     hw.poll,
+		method:   methodIndex(method),
+	}
+	rg := hw.ring
+	rg.mu.Lock()
+	rg.slots[rg.n%Size] = s
+	rg.n++
+	rg.mu.Unlock()
+	*hw = Writer{}
+	rg.w.Store(hw)
+}
+
+// Entries returns vm's recorded requests, newest first, and whether vm
+// is in the fleet.
+func (h *History) Entries(vm string) ([]Entry, bool) {
+	rg := h.ring(vm)
+	if rg == nil {
+		return nil, false
+	}
+	var buf [Size]slot
+	rg.mu.Lock()
+	n := rg.n
+	buf = rg.slots
+	rg.mu.Unlock()
+	t := h.strs.Load()
+	str := func(id uint16) string {
+		if int(id) < len(t.strs) {
+			return t.strs[id]
+		}
+		return ""
+	}
+	k := min(n, Size)
+	out := make([]Entry, 0, k)
+	for i := uint64(0); i < k; i++ {
+		s := &buf[(n-1-i)%Size]
+		e := Entry{
+			Time:       time.Unix(0, s.time).UTC(),
+			API:        s.api.String(),
+			Method:     methods[s.method],
+			Path:       str(s.path),
+			APIVersion: str(s.version),
+			Status:     int(s.status),
+			Latency:    time.Duration(s.latency),
+			LongPoll:   s.poll != NoPoll,
+			PollEnd:    s.poll.String(),
+		}
+		if s.approved != nil {
+			e.Approved = *s.approved
+		}
+		out = append(out, e)
+	}
+	return out, true
+}
