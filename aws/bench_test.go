@@ -13,6 +13,7 @@ import (
 	"github.com/forewarn/forewarn"
 	"github.com/forewarn/forewarn/engine"
 	"github.com/forewarn/forewarn/mem"
+	"github.com/forewarn/forewarn/history"
 	"github.com/forewarn/forewarn/metrics"
 	"github.com/forewarn/forewarn/metrics/metricstest"
 )
@@ -176,7 +177,7 @@ func BenchmarkRender(b *testing.B) {
 // request metrics or without.
 func TestGETDoesNotAllocate(t *testing.T) {
 	for _, withMetrics := range []bool{false, true} {
-		t.Run(fmt.Sprintf("IMDSv1/metrics=%v", withMetrics), func(t *testing.T) {
+		t.Run(fmt.Sprintf("IMDSv1/metrics+history=%v", withMetrics), func(t *testing.T) {
 			s, r := getSetup(t, benchV1)
 			m := setMetrics(s, withMetrics)
 			noAllocs(t, s, r)
@@ -187,7 +188,7 @@ func TestGETDoesNotAllocate(t *testing.T) {
 				}
 			}
 		})
-		t.Run(fmt.Sprintf("IMDSv2/metrics=%v", withMetrics), func(t *testing.T) {
+		t.Run(fmt.Sprintf("IMDSv2/metrics+history=%v", withMetrics), func(t *testing.T) {
 			s, r := getSetup(t, benchV2)
 			setMetrics(s, withMetrics)
 			r.Header.Set(TokenHeader, getToken(t, s, benchV2))
@@ -203,6 +204,7 @@ func setMetrics(s *Server, on bool) *metrics.Metrics {
 	}
 	m := metrics.New("mem")
 	s.SetMetrics(m)
+	s.SetHistory(history.New(vmNames(s.eng.Fleet())))
 	return m
 }
 
@@ -224,4 +226,13 @@ func noAllocs(t *testing.T, s *Server, r *http.Request) {
 	if n != 0 {
 		t.Fatalf("%v allocations per GET", n)
 	}
+}
+
+// vmNames returns the names of f's VMs.
+func vmNames(f *forewarn.Fleet) []string {
+	var out []string
+	for _, vm := range f.VMs {
+		out = append(out, vm.Name)
+	}
+	return out
 }

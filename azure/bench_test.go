@@ -10,6 +10,7 @@ import (
 	"github.com/forewarn/forewarn"
 	"github.com/forewarn/forewarn/azure"
 	"github.com/forewarn/forewarn/engine"
+	"github.com/forewarn/forewarn/history"
 	"github.com/forewarn/forewarn/metrics"
 	"github.com/forewarn/forewarn/metrics/metricstest"
 )
@@ -93,12 +94,13 @@ func BenchmarkApprove(b *testing.B) {
 // metrics or without.
 func TestGetEventsDoesNotAllocate(t *testing.T) {
 	for _, withMetrics := range []bool{false, true} {
-		t.Run(fmt.Sprintf("metrics=%v", withMetrics), func(t *testing.T) {
+		t.Run(fmt.Sprintf("metrics+history=%v", withMetrics), func(t *testing.T) {
 			e, h := setup(t)
 			var m *metrics.Metrics
 			if withMetrics {
 				m = metrics.New("mem")
 				h.(*azure.Server).SetMetrics(m)
+				h.(*azure.Server).SetHistory(history.New(vmNames(e.Fleet())))
 			}
 			e.Create(t.Context(), engine.Spec{Type: forewarn.Reboot, VMs: []string{"web_0"}, Source: forewarn.User})
 			r := httptest.NewRequest("GET", path+"2020-07-01", nil)
@@ -140,4 +142,13 @@ func BenchmarkGetEventsRateLimited(b *testing.B) {
 	if w.code != 200 {
 		b.Fatalf("status %d", w.code)
 	}
+}
+
+// vmNames returns the names of f's VMs.
+func vmNames(f *forewarn.Fleet) []string {
+	var out []string
+	for _, vm := range f.VMs {
+		out = append(out, vm.Name)
+	}
+	return out
 }

@@ -6,6 +6,8 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	"github.com/forewarn/forewarn"
+	"github.com/forewarn/forewarn/history"
 	"github.com/forewarn/forewarn/metrics"
 	"github.com/forewarn/forewarn/metrics/metricstest"
 )
@@ -63,12 +65,13 @@ func BenchmarkMaintenanceEventStaleETag(b *testing.B) {
 // request metrics and without.
 func TestMaintenanceEventDoesNotAllocate(t *testing.T) {
 	for _, withMetrics := range []bool{false, true} {
-		t.Run(fmt.Sprintf("metrics=%v", withMetrics), func(t *testing.T) {
-			_, s := setup(t)
+		t.Run(fmt.Sprintf("metrics+history=%v", withMetrics), func(t *testing.T) {
+			e, s := setup(t)
 			var m *metrics.Metrics
 			if withMetrics {
 				m = metrics.New("mem")
 				s.SetMetrics(m)
+				s.SetHistory(history.New(vmNames(e.Fleet())))
 			}
 			for _, q := range []string{"", "?wait_for_change=true&last_etag=0", "?alt=json"} {
 				r := maintenanceRequest(q)
@@ -87,4 +90,13 @@ func TestMaintenanceEventDoesNotAllocate(t *testing.T) {
 			}
 		})
 	}
+}
+
+// vmNames returns the names of f's VMs.
+func vmNames(f *forewarn.Fleet) []string {
+	var out []string
+	for _, vm := range f.VMs {
+		out = append(out, vm.Name)
+	}
+	return out
 }
