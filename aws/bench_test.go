@@ -12,8 +12,8 @@ import (
 
 	"github.com/forewarn/forewarn"
 	"github.com/forewarn/forewarn/engine"
-	"github.com/forewarn/forewarn/mem"
 	"github.com/forewarn/forewarn/history"
+	"github.com/forewarn/forewarn/mem"
 	"github.com/forewarn/forewarn/metrics"
 	"github.com/forewarn/forewarn/metrics/metricstest"
 )
