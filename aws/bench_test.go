@@ -204,7 +204,7 @@ func setMetrics(s *Server, on bool) *metrics.Metrics {
 	}
 	m := metrics.New("mem")
 	s.SetMetrics(m)
-	s.SetHistory(history.New(vmNames(s.eng.Fleet())))
+	s.SetHistory(history.New(vmNames(s.eng.Fleet()), history.DefaultSize))
 	return m
 }
 

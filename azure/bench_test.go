@@ -33,6 +33,23 @@ func BenchmarkGetEvents(b *testing.B) {
 	if _, err := e.Create(b.Context(), engine.Spec{Type: forewarn.Reboot, VMs: []string{"web_0"}, Source: forewarn.User}); err != nil {
 		b.Fatal(err)
 	}
+	benchGetEvents(b, h)
+}
+
+// BenchmarkGetEventsRecorded is BenchmarkGetEvents with the metrics and
+// the per-VM request history on, as 'forewarn serve' runs.
+func BenchmarkGetEventsRecorded(b *testing.B) {
+	e, h := setup(b)
+	h.(*azure.Server).SetMetrics(metrics.New("mem"))
+	h.(*azure.Server).SetHistory(history.New(vmNames(e.Fleet()), history.DefaultSize))
+	if _, err := e.Create(b.Context(), engine.Spec{Type: forewarn.Reboot, VMs: []string{"web_0"}, Source: forewarn.User}); err != nil {
+		b.Fatal(err)
+	}
+	benchGetEvents(b, h)
+}
+
+// benchGetEvents measures web_0's GET of its events through h.
+func benchGetEvents(b *testing.B, h http.Handler) {
 	r := httptest.NewRequest("GET", path+"2020-07-01", nil)
 	r.RemoteAddr = web0
 	r.Header.Set("Metadata", "true")
@@ -100,7 +117,7 @@ func TestGetEventsDoesNotAllocate(t *testing.T) {
 			if withMetrics {
 				m = metrics.New("mem")
 				h.(*azure.Server).SetMetrics(m)
-				h.(*azure.Server).SetHistory(history.New(vmNames(e.Fleet())))
+				h.(*azure.Server).SetHistory(history.New(vmNames(e.Fleet()), history.DefaultSize))
 			}
 			e.Create(t.Context(), engine.Spec{Type: forewarn.Reboot, VMs: []string{"web_0"}, Source: forewarn.User})
 			r := httptest.NewRequest("GET", path+"2020-07-01", nil)

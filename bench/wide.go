@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -15,6 +16,7 @@ import (
 	"github.com/forewarn/forewarn/bolt"
 	"github.com/forewarn/forewarn/engine"
 	"github.com/forewarn/forewarn/gce"
+	"github.com/forewarn/forewarn/history"
 )
 
 // WideConfig configures a fleet-wide event run: for each size N, an
@@ -49,6 +51,10 @@ type WideRun struct {
 	BaseRSS   int64 `json:"baseRSS"`
 	PeakExtra int64 `json:"peakExtra"`
 	HeapExtra int64 `json:"heapExtra"`
+	// HistoryPerVM is the live heap, in bytes per VM, of the per-VM
+	// request history the server keeps for GET /v1/vms/{name}: every
+	// ring full, with distinct paths and approvals recorded.
+	HistoryPerVM float64 `json:"historyPerVM"`
 	// Alloc is the bytes allocated by each of create, start, complete
 	// and restart, in that order: a figure that does not depend on the
 	// machine's speed, so a test can hold it linear.
@@ -162,6 +168,7 @@ func wideRun(ctx context.Context, cfg WideConfig, n int) (*WideRun, error) {
 	defer func() { s.close() }()
 
 	r := &WideRun{VMs: n}
+	r.HistoryPerVM = historyPerVM(f)
 	heap0 := inUse()
 	r.BaseRSS = baseline()
 
@@ -218,6 +225,37 @@ func wideRun(ctx context.Context, cfg WideConfig, n int) (*WideRun, error) {
 	runtime.KeepAlive(f)
 	return r, nil
 }
+
+// historyPerVM builds the per-VM request history of f, fills every
+// VM's ring, and returns its live heap per VM.
+func historyPerVM(f *forewarn.Fleet) float64 {
+	names := make([]string, len(f.VMs))
+	for i, vm := range f.VMs {
+		names[i] = vm.Name
+	}
+	before := inUse()
+	h := history.New(names, history.DefaultSize)
+	w := discard{}
+	for _, name := range names {
+		for i := range history.DefaultSize {
+			hw := h.Start(w, name)
+			if i == 0 {
+				history.NoteApproved(hw, []string{"01234567-89ab-cdef-0123-456789abcdef"})
+			}
+			h.Done(hw, history.Azure, "GET", "/metadata/scheduledevents", "2020-07-01")
+		}
+	}
+	per := float64(inUse()-before) / float64(len(names))
+	runtime.KeepAlive(h)
+	return per
+}
+
+// discard is an http.ResponseWriter that keeps nothing.
+type discard struct{}
+
+func (discard) Header() http.Header         { return http.Header{} }
+func (discard) Write(b []byte) (int, error) { return len(b), nil }
+func (discard) WriteHeader(int)             {}
 
 // timed runs f and returns how long it took and how many bytes it
 // allocated.

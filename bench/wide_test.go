@@ -39,6 +39,11 @@ func TestWideEventIsLinear(t *testing.T) {
 					t.Errorf("%s allocates %.0f B per VM at %d VMs and %.0f at %d: not linear", phase, per(a), small, per(b), large)
 				}
 			}
+			// The history's rings are fixed: the same bytes per VM at
+			// every size (within the heap's noise), under 3,000.
+			if a.HistoryPerVM <= 0 || b.HistoryPerVM > 3000 || b.HistoryPerVM > 1.5*a.HistoryPerVM {
+				t.Errorf("history: %.0f B per VM at %d VMs, %.0f at %d", a.HistoryPerVM, small, b.HistoryPerVM, large)
+			}
 			if a.Create <= 0 || b.Restart <= 0 || b.BaseRSS <= 0 {
 				t.Errorf("report: %+v", rep)
 			}

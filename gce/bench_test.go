@@ -71,7 +71,7 @@ func TestMaintenanceEventDoesNotAllocate(t *testing.T) {
 			if withMetrics {
 				m = metrics.New("mem")
 				s.SetMetrics(m)
-				s.SetHistory(history.New(vmNames(e.Fleet())))
+				s.SetHistory(history.New(vmNames(e.Fleet()), history.DefaultSize))
 			}
 			for _, q := range []string{"", "?wait_for_change=true&last_etag=0", "?alt=json"} {
 				r := maintenanceRequest(q)

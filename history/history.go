@@ -9,14 +9,19 @@
 package history
 
 import (
+	"math"
 	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
 )
 
-// Size is the number of requests kept per VM: the newest Size.
-const Size = 64
+// DefaultSize is the number of requests kept per VM unless the server
+// is told otherwise: the newest DefaultSize.
+const DefaultSize = 64
+
+// MaxSize bounds the requests kept per VM.
+const MaxSize = 4096
 
 // maxStrings bounds the table of paths and api-versions; once full,
 // further new strings are recorded as "(other)".
@@ -97,9 +102,9 @@ type Entry struct {
 
 // slot is one request as a ring stores it: 32 bytes, no strings.
 type slot struct {
-	time     int64 // Unix nanoseconds
-	latency  int64
+	time     int64     // Unix nanoseconds
 	approved *[]string // nil but for approvals
+	latency  uint32    // microseconds, at most about 71 minutes
 	path     uint16
 	version  uint16 // 0: none
 	status   uint16
@@ -129,7 +134,7 @@ func methodIndex(m string) uint8 {
 type ring struct {
 	mu    sync.Mutex
 	n     uint64 // requests recorded
-	slots [Size]slot
+	slots []slot // the VM's part of one array shared by every ring
 	// w caches a Writer for the VM's next request.
 	w atomic.Pointer[Writer]
 }
@@ -150,11 +155,19 @@ type table struct {
 	strs []string
 }
 
-// New returns a History with a ring for each of names, allocated now.
-func New(names []string) *History {
+// New returns a History that keeps the newest size requests of each of
+// names, allocated now (size is capped at MaxSize). A size of 0 or less
+// returns nil, which records nothing.
+func New(names []string, size int) *History {
+	if size <= 0 {
+		return nil
+	}
+	size = min(size, MaxSize)
 	h := &History{index: make(map[string]int32, len(names)), rings: make([]ring, len(names))}
+	slots := make([]slot, len(names)*size)
 	for i, n := range names {
 		h.index[n] = int32(i)
+		h.rings[i].slots = slots[i*size : (i+1)*size : (i+1)*size]
 	}
 	h.strs.Store(&table{ids: map[string]uint16{}, strs: []string{"", "(other)"}})
 	return h
@@ -173,8 +186,11 @@ func (h *History) ring(vm string) *ring {
 }
 
 // intern returns the id of s in the table, adding it when there is room.
-// It allocates only the first time it sees s.
-func (h *History) intern(s string) uint16 {
+// It allocates only the first time it sees s. A refused request's
+// strings (refused true) may fill only half the table: a VM that asks for
+// endless made-up paths or api-versions must not leave no room for the
+// paths other VMs are answered on, which the API's routes bound.
+func (h *History) intern(s string, refused bool) uint16 {
 	if s == "" {
 		return 0
 	}
@@ -190,7 +206,7 @@ func (h *History) intern(s string) uint16 {
 	if id, ok := t.ids[s]; ok {
 		return id
 	}
-	if len(t.strs) >= maxStrings {
+	if len(t.strs) >= maxStrings || refused && len(t.strs) >= maxStrings/2 {
 		return 1
 	}
 	s = string([]byte(s)) // keep no part of the request
@@ -303,10 +319,10 @@ func (h *History) Done(w http.ResponseWriter, api API, method, path, version str
 	}
 	s := slot{
 		time:     hw.start.UnixNano(),
-		latency:  int64(now.Sub(hw.start)),
+		latency:  uint32(min(now.Sub(hw.start)/time.Microsecond, math.MaxUint32)),
 		approved: hw.approved,
-		path:     h.intern(path),
-		version:  h.intern(version),
+		path:     h.intern(path, code >= 400),
+		version:  h.intern(version, code >= 400),
 		status:   uint16(code),
 		api:      api,
 		poll:     hw.poll,
@@ -314,7 +330,7 @@ func (h *History) Done(w http.ResponseWriter, api API, method, path, version str
 	}
 	rg := hw.ring
 	rg.mu.Lock()
-	rg.slots[rg.n%Size] = s
+	rg.slots[rg.n%uint64(len(rg.slots))] = s
 	rg.n++
 	rg.mu.Unlock()
 	*hw = Writer{}
@@ -328,10 +344,11 @@ func (h *History) Entries(vm string) ([]Entry, bool) {
 	if rg == nil {
 		return nil, false
 	}
-	var buf [Size]slot
+	size := uint64(len(rg.slots))
+	buf := make([]slot, size)
 	rg.mu.Lock()
 	n := rg.n
-	buf = rg.slots
+	copy(buf, rg.slots)
 	rg.mu.Unlock()
 	t := h.strs.Load()
 	str := func(id uint16) string {
@@ -340,10 +357,10 @@ func (h *History) Entries(vm string) ([]Entry, bool) {
 		}
 		return ""
 	}
-	k := min(n, Size)
+	k := min(n, size)
 	out := make([]Entry, 0, k)
 	for i := uint64(0); i < k; i++ {
-		s := &buf[(n-1-i)%Size]
+		s := &buf[(n-1-i)%size]
 		e := Entry{
 			Time:       time.Unix(0, s.time).UTC(),
 			API:        s.api.String(),
@@ -351,7 +368,7 @@ func (h *History) Entries(vm string) ([]Entry, bool) {
 			Path:       str(s.path),
 			APIVersion: str(s.version),
 			Status:     int(s.status),
-			Latency:    time.Duration(s.latency),
+			Latency:    time.Duration(s.latency) * time.Microsecond,
 			LongPoll:   s.poll != NoPoll,
 			PollEnd:    s.poll.String(),
 		}

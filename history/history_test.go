@@ -22,23 +22,23 @@ func record(h *history.History, vm, path string, status int, note func(http.Resp
 }
 
 func TestRingKeepsNewest(t *testing.T) {
-	h := history.New([]string{"a"})
-	for i := range history.Size + 10 {
+	h := history.New([]string{"a"}, history.DefaultSize)
+	for i := range history.DefaultSize + 10 {
 		record(h, "a", fmt.Sprintf("/p/%d", i), 200, nil)
 	}
 	got, ok := h.Entries("a")
-	if !ok || len(got) != history.Size {
-		t.Fatalf("%d entries (ok %v), want %d", len(got), ok, history.Size)
+	if !ok || len(got) != history.DefaultSize {
+		t.Fatalf("%d entries (ok %v), want %d", len(got), ok, history.DefaultSize)
 	}
 	for i, e := range got {
-		if want := fmt.Sprintf("/p/%d", history.Size+9-i); e.Path != want {
+		if want := fmt.Sprintf("/p/%d", history.DefaultSize+9-i); e.Path != want {
 			t.Fatalf("entry %d: path %q, want %q", i, e.Path, want)
 		}
 	}
 }
 
 func TestEntryContent(t *testing.T) {
-	h := history.New([]string{"a", "b"})
+	h := history.New([]string{"a", "b"}, history.DefaultSize)
 	w := h.Start(httptest.NewRecorder(), "a")
 	_, _ = w.Write([]byte("x"))
 	h.Done(w, history.Azure, "GET", "/metadata/scheduledevents", "2020-07-01")
@@ -90,7 +90,7 @@ func TestEntryContent(t *testing.T) {
 
 func TestConcurrentRecording(t *testing.T) {
 	vms := []string{"a", "b", "c", "d"}
-	h := history.New(vms)
+	h := history.New(vms, history.DefaultSize)
 	var wg sync.WaitGroup
 	for g := range 32 {
 		wg.Go(func() {
@@ -106,8 +106,8 @@ func TestConcurrentRecording(t *testing.T) {
 	wg.Wait()
 	for _, vm := range vms {
 		got, _ := h.Entries(vm)
-		if len(got) != history.Size {
-			t.Fatalf("%s: %d entries, want %d", vm, len(got), history.Size)
+		if len(got) != history.DefaultSize {
+			t.Fatalf("%s: %d entries, want %d", vm, len(got), history.DefaultSize)
 		}
 		for _, e := range got {
 			if want := fmt.Sprintf("/g/%d", e.Status-200); e.Path != want {
@@ -128,13 +128,70 @@ func TestBytesPerVM(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	h := history.New(names)
+	h := history.New(names, history.DefaultSize)
 	runtime.GC()
 	runtime.ReadMemStats(&after)
 	per := float64(after.HeapAlloc-before.HeapAlloc) / n
-	t.Logf("history of %d VMs: %.0f bytes per VM (%d entries each)", n, per, history.Size)
+	t.Logf("history of %d VMs: %.0f bytes per VM (%d entries each)", n, per, history.DefaultSize)
 	if per > 3000 {
 		t.Errorf("%.0f bytes per VM, want at most 3000", per)
 	}
 	runtime.KeepAlive(h)
+}
+
+// TestMadeUpPathsLeaveRoom checks that a VM asking for endless made-up
+// paths, each refused, cannot take the room of the paths other VMs are
+// answered on: refused requests' strings fill at most half the table.
+func TestMadeUpPathsLeaveRoom(t *testing.T) {
+	h := history.New([]string{"hostile", "good"}, history.DefaultSize)
+	for i := range 5000 {
+		record(h, "hostile", fmt.Sprintf("/made/up/%d", i), 404, nil)
+		if i == 10 {
+			if got, _ := h.Entries("hostile"); got[0].Path != "/made/up/10" {
+				t.Errorf("an early made-up path was recorded as %q", got[0].Path)
+			}
+		}
+	}
+	got, _ := h.Entries("hostile")
+	if got[0].Path != "(other)" {
+		t.Errorf("the 5000th made-up path was recorded as %q, want (other)", got[0].Path)
+	}
+	for i := range 400 {
+		record(h, "good", fmt.Sprintf("/computeMetadata/v1/instance/k%d", i), 200, nil)
+	}
+	got, _ = h.Entries("good")
+	for _, e := range got {
+		if e.Path == "(other)" {
+			t.Fatalf("a path answered 200 was recorded as (other) after a VM's made-up paths")
+		}
+	}
+	if want := "/computeMetadata/v1/instance/k399"; got[0].Path != want {
+		t.Errorf("newest path %q, want %q", got[0].Path, want)
+	}
+}
+
+// TestSize checks the size a History is built with: a ring of that many,
+// none for 0, and at most MaxSize.
+func TestSize(t *testing.T) {
+	if h := history.New([]string{"a"}, 0); h != nil {
+		t.Fatal("New with size 0 returned a History")
+	}
+	var none *history.History
+	record(none, "a", "/p", 200, nil) // records nothing, does not panic
+	if _, ok := none.Entries("a"); ok {
+		t.Error("a nil History has entries")
+	}
+	for _, c := range []struct{ size, keeps int }{{1, 1}, {5, 5}, {history.MaxSize + 100, history.MaxSize}} {
+		h := history.New([]string{"a", "b"}, c.size)
+		for i := range c.keeps + 7 {
+			record(h, "a", fmt.Sprintf("/p/%d", i%1000), 200, nil)
+		}
+		got, _ := h.Entries("a")
+		if len(got) != c.keeps || got[0].Path != fmt.Sprintf("/p/%d", (c.keeps+6)%1000) {
+			t.Errorf("size %d: %d entries, newest %q; want %d", c.size, len(got), got[0].Path, c.keeps)
+		}
+		if got, _ := h.Entries("b"); len(got) != 0 {
+			t.Errorf("size %d: b has %d entries", c.size, len(got))
+		}
+	}
 }

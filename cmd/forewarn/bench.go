@@ -230,10 +230,10 @@ func printBench(w io.Writer, rep any) {
 		} else {
 			fmt.Fprintf(tw, "one %s event naming every VM\n", r.Config.Provider)
 		}
-		fmt.Fprintln(tw, "VMS\tCREATE\tSTART\tCOMPLETE\tRESTART\tBASE RSS\tPEAK EXTRA RSS\tHEAP EXTRA")
+		fmt.Fprintln(tw, "VMS\tCREATE\tSTART\tCOMPLETE\tRESTART\tBASE RSS\tPEAK EXTRA RSS\tHEAP EXTRA\tHISTORY/VM")
 		for _, x := range r.Runs {
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d MiB\t%d MiB\t%d MiB\n", x.VMs, ms(x.Create), ms(x.Start), ms(x.Complete), ms(x.Restart),
-				x.BaseRSS>>20, x.PeakExtra>>20, x.HeapExtra>>20)
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d MiB\t%d MiB\t%d MiB\t%.0f B\n", x.VMs, ms(x.Create), ms(x.Start), ms(x.Complete), ms(x.Restart),
+				x.BaseRSS>>20, x.PeakExtra>>20, x.HeapExtra>>20, x.HistoryPerVM)
 		}
 		if r.Growth != nil {
 			fmt.Fprintf(tw, "growth, last two sizes\tcreate %.1fx\tstart %.1fx\tcomplete %.1fx\trestart %.1fx\n",

@@ -57,11 +57,20 @@ func TestServeRefusesBadValues(t *testing.T) {
 			}
 		}
 	}
+	for _, v := range []string{"-1", "4097", "x"} {
+		var stdout, stderr strings.Builder
+		code := runServe(ctx, []string{"--data", t.TempDir(), "--request-history", v,
+			"--metadata-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"}, &stdout, &stderr)
+		if code == 0 || !strings.Contains(stderr.String(), "request-history") {
+			t.Errorf("--request-history %s: exit %d, stderr %q", v, code, stderr.String())
+		}
+	}
 	cfg := defaultServeConfig()
 	cfg.DataDir = t.TempDir()
 	cfg.RateLimit = 0.5
+	cfg.RequestHistory = 0
 	if err := serveOnce(t, cfg); err != nil {
-		t.Errorf("--rate-limit 0.5: %v", err)
+		t.Errorf("--rate-limit 0.5 --request-history 0: %v", err)
 	}
 }
 

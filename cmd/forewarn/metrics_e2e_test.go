@@ -78,16 +78,8 @@ func scrape(t *testing.T, s *server, token string) map[string]float64 {
 // status.
 func metadataGet(t *testing.T, s *server, ip, method, path string, header ...string) int {
 	t.Helper()
-	req, _ := http.NewRequest(method, "http://"+s.metadata+path, nil)
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
-	resp, err := vmClient(ip).Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	return resp.StatusCode
+	code, _ := vmGet(t, s, ip, method, path, header...)
+	return code
 }
 
 // TestMetricsEndToEnd scrapes the real server's /metrics over HTTP during

@@ -63,6 +63,9 @@ type ServeConfig struct {
 	AWSRateLimit float64
 	// MaxLongPolls caps each GCE VM's held wait_for_change requests.
 	MaxLongPolls int
+	// RequestHistory is how many recent metadata requests the server
+	// keeps per VM for 'forewarn vm show'; 0 keeps none.
+	RequestHistory int
 	// ShutdownTimeout bounds how long in-flight requests may take to finish.
 	ShutdownTimeout time.Duration
 	// HeaderTimeout bounds reading a request's headers, and so how long
@@ -93,6 +96,7 @@ func defaultServeConfig() ServeConfig {
 		RateLimit:       azure.DefaultRateLimit,
 		AWSRateLimit:    aws.DefaultRateLimit,
 		MaxLongPolls:    gce.DefaultMaxWaiters,
+		RequestHistory:  history.DefaultSize,
 		ShutdownTimeout: 10 * time.Second,
 
 		HeaderTimeout:          defaultHeaderTimeout,
@@ -142,6 +146,9 @@ func (c *ServeConfig) Validate() error {
 		}
 	default:
 		return fmt.Errorf("--store %q: want bolt (embedded, one server) or etcd (several replicas)", c.Store)
+	}
+	if c.RequestHistory < 0 || c.RequestHistory > history.MaxSize {
+		return fmt.Errorf("--request-history %d: want 0 (keep none) to %d requests per VM", c.RequestHistory, history.MaxSize)
 	}
 	if err := checkRateLimit("--aws-rate-limit", c.AWSRateLimit); err != nil {
 		return err
@@ -204,6 +211,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.DurationVar(&cfg.FirstCallDelay, "first-call-delay", 0, "delay the answer to the call that enables a VM's scheduled events (the real service takes up to 2m)")
 	fs.Float64Var(&cfg.RateLimit, "rate-limit", cfg.RateLimit, "Azure requests per second per VM; excess requests get 429 (0 disables)")
 	fs.Float64Var(&cfg.AWSRateLimit, "aws-rate-limit", cfg.AWSRateLimit, "EC2 requests per second per VM; excess requests get 429 (0 disables)")
+	fs.IntVar(&cfg.RequestHistory, "request-history", cfg.RequestHistory, "recent metadata requests kept per VM for 'forewarn vm show' (about 32 bytes each; 0 keeps none)")
 	fs.IntVar(&cfg.MaxLongPolls, "max-long-polls", cfg.MaxLongPolls, "held GCE wait_for_change requests per VM; excess requests get 503 (0: no cap)")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "how long in-flight requests may take to finish on shutdown")
 	fs.DurationVar(&cfg.HeaderTimeout, "header-timeout", cfg.HeaderTimeout, "time a request's headers may take to arrive; a new connection silent this long is closed")
@@ -308,7 +316,7 @@ func Serve(ctx context.Context, cfg ServeConfig, log *slog.Logger, out io.Writer
 	for _, vm := range fleet.VMs {
 		names = append(names, vm.Name)
 	}
-	hist := history.New(names)
+	hist := history.New(names, cfg.RequestHistory)
 	az.SetHistory(hist)
 	gc.SetHistory(hist)
 	ec2.SetHistory(hist)
