@@ -227,13 +227,17 @@ func wideRun(ctx context.Context, cfg WideConfig, n int) (*WideRun, error) {
 }
 
 // historyPerVM builds the per-VM request history of f, fills every
-// VM's ring, and returns its live heap per VM.
+// VM's ring, and returns the bytes that allocated per VM, every one of
+// which the history keeps (counted as allocated bytes, not as the live
+// heap, which the collector's timing makes noisy at small fleets).
 func historyPerVM(f *forewarn.Fleet) float64 {
 	names := make([]string, len(f.VMs))
 	for i, vm := range f.VMs {
 		names[i] = vm.Name
 	}
-	before := inUse()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	before := ms.TotalAlloc
 	h := history.New(names, history.DefaultSize)
 	w := discard{}
 	for _, name := range names {
@@ -245,7 +249,8 @@ func historyPerVM(f *forewarn.Fleet) float64 {
 			h.Done(hw, history.Azure, "GET", "/metadata/scheduledevents", "2020-07-01")
 		}
 	}
-	per := float64(inUse()-before) / float64(len(names))
+	runtime.ReadMemStats(&ms)
+	per := float64(ms.TotalAlloc-before) / float64(len(names))
 	runtime.KeepAlive(h)
 	return per
 }

@@ -40,7 +40,7 @@ func TestWideEventIsLinear(t *testing.T) {
 				}
 			}
 			// The history's rings are fixed: the same bytes per VM at
-			// every size (within the heap's noise), under 3,000.
+			// every size (within 50 %), under 3,000.
 			if a.HistoryPerVM <= 0 || b.HistoryPerVM > 3000 || b.HistoryPerVM > 1.5*a.HistoryPerVM {
 				t.Errorf("history: %.0f B per VM at %d VMs, %.0f at %d", a.HistoryPerVM, small, b.HistoryPerVM, large)
 			}
