@@ -134,6 +134,17 @@ func (e *Engine) Revision() int64 {
 	return e.rev
 }
 
+// Advanced returns a channel that is closed once the engine applies a
+// store revision newer than the one it holds now: any committed change,
+// including those (an approval that starts nothing, a wave's Pending
+// events) that change no VM's document and so publish no view to
+// Subscribe. Take the channel before reading the state it guards.
+func (e *Engine) Advanced() <-chan struct{} {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.advanced
+}
+
 // Leading reports whether the engine leads: it alone fires deadlines.
 func (e *Engine) Leading() bool {
 	e.mu.Lock()
