@@ -7,6 +7,7 @@ import (
 	"net/netip"
 
 	"github.com/forewarn/forewarn"
+	"github.com/forewarn/forewarn/ui"
 )
 
 // errUnauthorized refuses a request without the right token.
@@ -14,7 +15,8 @@ var errUnauthorized = forewarn.Errorf(forewarn.EUNAUTHORIZED, "missing or wrong 
 
 // authenticate checks r's caller and returns who it is: its address,
 // prefixed with "token@" when it gave the bearer token. When the server
-// has a token, every route but /healthz needs it (EUNAUTHORIZED). When
+// has a token, every route but /healthz and the dashboard's page shell
+// and static files needs it (EUNAUTHORIZED). When
 // it has none, a caller from the address of a fleet VM is refused
 // (EFORBIDDEN): VMs can reach a loopback operator API in local setups,
 // and a VM is never an operator.
@@ -23,7 +25,9 @@ func (s *Server) authenticate(r *http.Request) (who string, err error) {
 	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
 		who = host
 	}
-	if r.URL.Path == "/healthz" {
+	if r.URL.Path == "/healthz" || (r.Method == http.MethodGet || r.Method == http.MethodHead) && ui.Public(r.URL.Path) {
+		// The dashboard's page shell and static files hold no fleet
+		// data; its fragments and stream need the token.
 		return who, nil
 	}
 	if s.Token != "" {

@@ -10,6 +10,9 @@
 //
 // with a status code derived from the forewarn error code; the text of an
 // internal error is logged, never sent.
+//
+// The server also serves the operator's live dashboard, package ui,
+// under /ui/, behind the same token.
 package admin
 
 import (
@@ -32,6 +35,7 @@ import (
 	"github.com/forewarn/forewarn/fleetfile"
 	"github.com/forewarn/forewarn/history"
 	"github.com/forewarn/forewarn/metrics"
+	"github.com/forewarn/forewarn/ui"
 )
 
 // MaxBodyBytes is the largest request body the server reads; a larger
@@ -145,7 +149,8 @@ type Server struct {
 	log *slog.Logger
 	mux *http.ServeMux
 	// Token, when set, is the bearer token every request but /healthz
-	// must carry. Set it before serving.
+	// and the dashboard's page shell and static files must carry. Set it
+	// before serving.
 	Token string
 	// Audit, when set, records every operator action. Set it before
 	// serving.
@@ -166,6 +171,8 @@ type Server struct {
 	// vmAddrs maps the fleet's explicit VM addresses to VM names; without
 	// a token, requests from them are refused.
 	vmAddrs map[netip.Addr]string
+	// ui is the dashboard served under /ui/.
+	ui *ui.Handler
 }
 
 // NewServer returns a Server that acts on eng and logs internal errors to
@@ -203,8 +210,18 @@ func NewServer(eng *engine.Engine, log *slog.Logger) *Server {
 	s.mux.HandleFunc("GET /debug/pprof/", pprof.Index)
 	s.mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
 	s.mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	// The dashboard reads the fields set after NewServer at render time.
+	s.ui = ui.New(ui.Config{Engine: eng, Logger: log, Documents: s.documents,
+		History:       func(name string) []history.Entry { h, _ := s.History.Entries(name); return h },
+		TokenRequired: func() bool { return s.Token != "" }})
+	s.ui.Register(s.mux)
 	return s
 }
+
+// Shutdown ends the dashboard's event streams, so that the
+// http.Server's Shutdown need not wait for them. Register it with the
+// server's RegisterOnShutdown.
+func (s *Server) Shutdown() { s.ui.Shutdown() }
 
 // ServeHTTP routes r. Requests that match no route are answered in the
 // API's JSON error shape rather than the mux's plain text. Writes are
@@ -469,16 +486,22 @@ func (s *Server) handleGetVM(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	d := VMDetail{VM: info, Documents: map[string]map[string]string{}, History: []history.Entry{}}
-	for api, rd := range s.Renderers {
-		if docs := rd.Documents(name); docs != nil {
-			d.Documents[api] = docs
-		}
-	}
+	d := VMDetail{VM: info, Documents: s.documents(name), History: []history.Entry{}}
 	if h, ok := s.History.Entries(name); ok {
 		d.History = h
 	}
 	s.writeJSON(w, r, http.StatusOK, d)
+}
+
+// documents returns what the VM named name sees now, by API and path.
+func (s *Server) documents(name string) map[string]map[string]string {
+	docs := map[string]map[string]string{}
+	for api, rd := range s.Renderers {
+		if d := rd.Documents(name); d != nil {
+			docs[api] = d
+		}
+	}
+	return docs
 }
 
 func (s *Server) handleRestart(w http.ResponseWriter, r *http.Request) {

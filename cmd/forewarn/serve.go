@@ -326,6 +326,7 @@ func Serve(ctx context.Context, cfg ServeConfig, log *slog.Logger, out io.Writer
 	servers[0].ConnContext = aws.ConnContext
 	servers[0].RegisterOnShutdown(gc.Shutdown)
 	servers[0].RegisterOnShutdown(az.Shutdown)
+	servers[1].RegisterOnShutdown(adm.Shutdown)
 	errc := make(chan error, 2)
 	for i, ln := range []net.Listener{mdCapped, adCapped} {
 		go func() { errc <- servers[i].Serve(ln) }()
