@@ -178,6 +178,12 @@ func (h *Handler) handleStream(w http.ResponseWriter, r *http.Request) {
 		return
 	default:
 	}
+	if r.Method == http.MethodHead {
+		// The headers alone: a HEAD holds no stream.
+		securityHeaders(w, false)
+		w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
+		return
+	}
 	changed, ok := h.hub.join(h.maxStreams)
 	if !ok {
 		w.Header().Set("Retry-After", "5")

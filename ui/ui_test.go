@@ -444,6 +444,27 @@ func TestStreamCap(t *testing.T) {
 	}
 }
 
+// TestStreamHead checks that a HEAD of the stream answers its headers
+// and holds no stream slot.
+func TestStreamHead(t *testing.T) {
+	hs := newHarness(t, ui.Config{MaxStreams: 1})
+	for range 3 {
+		resp, err := hs.srv.Client().Head(hs.srv.URL + "/ui/stream")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream; charset=utf-8" {
+			t.Fatalf("HEAD /ui/stream: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+		}
+	}
+	resp, ch := hs.stream(t, "")
+	if resp.StatusCode != 200 {
+		t.Fatalf("the one stream after three HEADs: %d", resp.StatusCode)
+	}
+	next(t, ch, "waves", 5*time.Second, nil)
+}
+
 // TestFleetFragmentBounded renders a fleet of 3,000 VMs: the rows are
 // capped and the summary counts all.
 func TestFleetFragmentBounded(t *testing.T) {
