@@ -61,7 +61,7 @@ var static = func() map[string]staticFile {
 	for name, typ := range map[string]string{"app.js": "text/javascript; charset=utf-8", "style.css": "text/css; charset=utf-8"} {
 		b, err := fs.ReadFile(assets, "assets/"+name)
 		if err != nil {
-			panic(err) // the files are embedded: only a broken build lacks one
+			continue // embedded: only a broken build lacks one, and TestPageAndStatic fails
 		}
 		sum := sha256.Sum256(b)
 		m[name] = staticFile{body: b, typ: typ, etag: `"` + hex.EncodeToString(sum[:8]) + `"`}
