@@ -185,3 +185,32 @@ func TestWriteEvent(t *testing.T) {
 		t.Fatalf("got %q\nwant %q", buf.String(), want)
 	}
 }
+
+// TestWavesWaiting checks who a wave's domain still waits on: its VMs
+// that have not approved, while it is Pending or Scheduled, and nobody
+// once the operator approved or it started.
+func TestWavesWaiting(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)
+	evs := map[string]*forewarn.Event{
+		"A": {ID: "A", Status: forewarn.Scheduled, Approvals: []forewarn.Approval{{By: "w1", At: t0}}},
+		"B": {ID: "B", Status: forewarn.Pending},
+		"C": {ID: "C", Status: forewarn.Scheduled, Approvals: []forewarn.Approval{{By: forewarn.Operator, At: t0}}},
+		"D": {ID: "D", Status: forewarn.Started, Approvals: []forewarn.Approval{{By: "w7", At: t0}}},
+	}
+	many := make([]string, MaxNames+3)
+	for i := range many {
+		many[i] = fmt.Sprintf("p%d", i)
+	}
+	w := &engine.Wave{ID: "W", Scope: "web", Type: forewarn.Reboot, Status: "running", Created: t0, Domains: []engine.WaveDomain{
+		{UpdateDomain: 0, Event: "A", Status: forewarn.Scheduled, VMs: []string{"w0", "w1", "w2"}},
+		{UpdateDomain: 1, Event: "B", Status: forewarn.Pending, VMs: many},
+		{UpdateDomain: 2, Event: "C", Status: forewarn.Scheduled, VMs: []string{"w4"}},
+		{UpdateDomain: 3, Event: "D", Status: forewarn.Started, VMs: []string{"w6", "w7"}},
+	}}
+	v := buildWaves([]*engine.Wave{w}, evs)
+	d := v.Waves[0].Domains
+	got := fmt.Sprint(d[0].Waiting, d[0].Approved[0].Name, len(d[1].Waiting), d[1].MoreWaiting, d[2].Waiting, d[3].Waiting, d[3].AwaitsApproval)
+	if want := fmt.Sprint([]string{"w0", "w2"}, "w1", MaxNames, 3, []string(nil), []string(nil), false); got != want {
+		t.Fatalf("got %s, want %s", got, want)
+	}
+}
