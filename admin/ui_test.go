@@ -68,7 +68,7 @@ func TestUIAuth(t *testing.T) {
 	s.Token = "s3cret"
 	// Set after NewServer, as serve does: the dashboard reads them late.
 	s.Renderers = map[string]admin.Renderer{"azure": docs{}}
-	s.History = history.New([]string{"web_0"})
+	s.History = history.New([]string{"web_0"}, history.DefaultSize)
 	srv := httptest.NewServer(s)
 	defer srv.Close()
 	defer s.Shutdown()
