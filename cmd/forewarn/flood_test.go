@@ -40,7 +40,7 @@ func TestConnectionFlood(t *testing.T) {
 		longPolls  = 4 // --max-long-polls, so the per-source cap is 20
 		slowest    = time.Second
 	)
-	if limit, err := raiseFileLimit(); err == nil && limit < openAtOnce+1000 {
+	if limit, err := hardFileLimit(); err == nil && limit < openAtOnce+1000 {
 		t.Skipf("needs %d open files; the limit is %d (raise the hard limit, ulimit -Hn)", openAtOnce+1000, limit)
 	}
 	dir := t.TempDir()
@@ -56,8 +56,9 @@ func TestConnectionFlood(t *testing.T) {
 	cfg.MaxLongPolls = longPolls
 	cfg.MaxStrangerConns = 64
 	cfg.HeaderTimeout, cfg.BodyTimeout, cfg.IdleTimeout = time.Second, time.Second, time.Second
-	// The metadata API's total cap is derived: 4 VMs × 20 + 64 strangers.
-	const mdTotal, admTotal = 4*(longPolls+connsBesideLongPolls) + 64, defaultAdminConns
+	// The metadata API's total cap is derived: 4 VMs × 20 (a VM may hold
+	// 16 connections besides its long-polls) + 64 strangers.
+	mdTotal, admTotal := 4*(longPolls+16)+64, cfg.AdminMaxConns
 
 	var logs lockedBuffer
 	ctx, stop := context.WithCancel(context.Background())

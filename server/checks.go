@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"errors"
@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+
+	"github.com/forewarn/forewarn"
 )
 
 // Files of a data directory.
@@ -23,7 +25,7 @@ const minTokenBytes = 16
 // or a positive finite number of requests a second.
 func checkRateLimit(flag string, rate float64) error {
 	if math.IsNaN(rate) || math.IsInf(rate, 0) || rate < 0 {
-		return fmt.Errorf("%s %v: want 0 (off) or a positive number of requests a second", flag, rate)
+		return forewarn.Errorf(forewarn.EINVALID, "%s %v: want 0 (off) or a positive number of requests a second", flag, rate)
 	}
 	return nil
 }
@@ -35,10 +37,10 @@ func checkRateLimit(flag string, rate float64) error {
 func checkToken(path string, mode fs.FileMode, tok string) error {
 	// Windows has no group and other permission bits to check.
 	if perm := mode.Perm(); perm&0o077 != 0 && runtime.GOOS != "windows" {
-		return fmt.Errorf("admin token file %s has mode %04o: others than its owner can read or change it; run: chmod 600 %s", path, perm, path)
+		return forewarn.Errorf(forewarn.EINVALID, "admin token file %s has mode %04o: others than its owner can read or change it; run: chmod 600 %s", path, perm, path)
 	}
 	if len(tok) < minTokenBytes {
-		return fmt.Errorf("admin token in %s is %d bytes, shorter than %d: write a longer random one to it, or delete the file and the server generates one", path, len(tok), minTokenBytes)
+		return forewarn.Errorf(forewarn.EINVALID, "admin token in %s is %d bytes, shorter than %d: write a longer random one to it, or delete the file and the server generates one", path, len(tok), minTokenBytes)
 	}
 	return nil
 }
@@ -65,6 +67,6 @@ func checkDataDir(dir string) error {
 	if info != nil {
 		what = "is empty (0 bytes)"
 	}
-	return fmt.Errorf("store %s %s, but the %s beside it (%d bytes) shows that a server has run there: starting with an empty store would send every VM's DocumentIncarnation back to 1; restore %s from a backup, or move %s aside to start afresh",
+	return forewarn.Errorf(forewarn.EINVALID, "store %s %s, but the %s beside it (%d bytes) shows that a server has run there: starting with an empty store would send every VM's DocumentIncarnation back to 1; restore %s from a backup, or move %s aside to start afresh",
 		store, what, auditFile, audit.Size(), storeFile, dir)
 }

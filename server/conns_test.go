@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"fmt"
@@ -32,14 +32,14 @@ func testFleetOf(azure, gce int, anyAddr bool) *forewarn.Fleet {
 // tenth (at least 64) below the limit on open files with both listeners
 // together; the caps set in the config are kept.
 func TestSizeCaps(t *testing.T) {
-	def := defaultServeConfig()
+	def := DefaultConfig()
 	noLongPollCap := def
 	noLongPollCap.MaxLongPolls = 0
 	set := def
 	set.MaxConnsPerSource, set.MaxConns = 10, 100
 	for _, c := range []struct {
 		name                    string
-		cfg                     ServeConfig
+		cfg                     Config
 		fleet                   *forewarn.Fleet
 		limit                   uint64
 		perSource, total        int
@@ -80,25 +80,28 @@ func TestSizeCaps(t *testing.T) {
 // 0 and the others must be positive; the message names the flag.
 func TestValidateConns(t *testing.T) {
 	for _, c := range []struct {
-		set  func(*ServeConfig)
+		set  func(*Config)
 		want string
 	}{
-		{func(c *ServeConfig) {}, ""},
-		{func(c *ServeConfig) { c.MaxConns, c.MaxConnsPerSource = 0, 0 }, ""},
-		{func(c *ServeConfig) { c.BodyTimeout = 0 }, "--body-timeout 0s must be positive"},
-		{func(c *ServeConfig) { c.HeaderTimeout = -time.Second }, "--header-timeout -1s must be positive"},
-		{func(c *ServeConfig) { c.IdleTimeout = 0 }, "--idle-timeout 0s must be positive"},
-		{func(c *ServeConfig) { c.MaxConns = -1 }, "--max-conns -1 must not be negative"},
-		{func(c *ServeConfig) { c.MaxConnsPerSource = -1 }, "--max-conns-per-source -1 must not be negative"},
-		{func(c *ServeConfig) { c.MaxStrangerConns = 0 }, "--max-stranger-conns 0 must be positive"},
-		{func(c *ServeConfig) { c.AdminMaxConns = 0 }, "--admin-max-conns 0 must be positive"},
-		{func(c *ServeConfig) { c.AdminMaxConnsPerSource = -2 }, "--admin-max-conns-per-source -2 must be positive"},
+		{func(c *Config) {}, ""},
+		{func(c *Config) { c.MaxConns, c.MaxConnsPerSource = 0, 0 }, ""},
+		{func(c *Config) { c.BodyTimeout = 0 }, "--body-timeout 0s must be positive"},
+		{func(c *Config) { c.HeaderTimeout = -time.Second }, "--header-timeout -1s must be positive"},
+		{func(c *Config) { c.IdleTimeout = 0 }, "--idle-timeout 0s must be positive"},
+		{func(c *Config) { c.MaxConns = -1 }, "--max-conns -1 must not be negative"},
+		{func(c *Config) { c.MaxConnsPerSource = -1 }, "--max-conns-per-source -1 must not be negative"},
+		{func(c *Config) { c.MaxStrangerConns = 0 }, "--max-stranger-conns 0 must be positive"},
+		{func(c *Config) { c.AdminMaxConns = 0 }, "--admin-max-conns 0 must be positive"},
+		{func(c *Config) { c.AdminMaxConnsPerSource = -2 }, "--admin-max-conns-per-source -2 must be positive"},
 	} {
-		cfg := defaultServeConfig()
+		cfg := DefaultConfig()
 		c.set(&cfg)
 		err := cfg.validateConns()
-		if got := fmt.Sprint(err); c.want == "" && err != nil || c.want != "" && !strings.HasPrefix(got, c.want) {
+		if got := forewarn.ErrorMessage(err); c.want == "" && err != nil || c.want != "" && !strings.HasPrefix(got, c.want) {
 			t.Errorf("validateConns() = %v, want %q", err, c.want)
+		}
+		if err != nil && forewarn.ErrorCode(err) != forewarn.EINVALID {
+			t.Errorf("validateConns() = %v, want an EINVALID error", err)
 		}
 	}
 }

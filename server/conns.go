@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"fmt"
@@ -54,7 +54,7 @@ var refusal = []byte("HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nR
 // the caps cfg leaves at 0 from it and from the fleet, logs the caps
 // (warning when the fleet's long-polls or the caps do not fit), and
 // returns the caps of the metadata and operator listeners.
-func listenerCaps(cfg ServeConfig, fleet *forewarn.Fleet, log *slog.Logger) (md, adm connlimit.Config) {
+func listenerCaps(cfg Config, fleet *forewarn.Fleet, log *slog.Logger) (md, adm connlimit.Config) {
 	limit, err := raiseFileLimit()
 	if err != nil && limit > 0 {
 		log.Warn("could not raise the limit on open files", "limit", limit, "err", err)
@@ -85,7 +85,7 @@ func listenerCaps(cfg ServeConfig, fleet *forewarn.Fleet, log *slog.Logger) (md,
 // sizeCaps returns the caps of the metadata and operator listeners
 // under a limit on open files (0: unknown): those cfg sets and, for those
 // it leaves at 0, the ones derived from the limit and the fleet.
-func sizeCaps(cfg ServeConfig, fleet *forewarn.Fleet, limit uint64) (md, adm connlimit.Config) {
+func sizeCaps(cfg Config, fleet *forewarn.Fleet, limit uint64) (md, adm connlimit.Config) {
 	known, _ := fleetAddrs(fleet)
 	perSource := cfg.MaxConnsPerSource
 	if perSource == 0 {
@@ -146,7 +146,7 @@ func fileBudget(limit uint64) int {
 
 // httpServer returns the http.Server of one listener: h with the
 // configured deadlines on reading requests and idle connections.
-func httpServer(cfg ServeConfig, h http.Handler) *http.Server {
+func httpServer(cfg Config, h http.Handler) *http.Server {
 	return &http.Server{
 		Handler:           connlimit.BodyTimeout(h, cfg.BodyTimeout),
 		ReadHeaderTimeout: cfg.HeaderTimeout,
@@ -156,13 +156,13 @@ func httpServer(cfg ServeConfig, h http.Handler) *http.Server {
 }
 
 // validateConns reports whether the connection settings of c are usable.
-func (c *ServeConfig) validateConns() error {
+func (c *Config) validateConns() error {
 	for _, d := range []struct {
 		flag string
 		d    time.Duration
 	}{{"--header-timeout", c.HeaderTimeout}, {"--body-timeout", c.BodyTimeout}, {"--idle-timeout", c.IdleTimeout}} {
 		if d.d <= 0 {
-			return fmt.Errorf("%s %s must be positive", d.flag, d.d)
+			return forewarn.Errorf(forewarn.EINVALID, "%s %s must be positive", d.flag, d.d)
 		}
 	}
 	for _, n := range []struct {
@@ -178,9 +178,9 @@ func (c *ServeConfig) validateConns() error {
 	} {
 		switch {
 		case n.positive && n.n <= 0:
-			return fmt.Errorf("%s %d must be positive", n.flag, n.n)
+			return forewarn.Errorf(forewarn.EINVALID, "%s %d must be positive", n.flag, n.n)
 		case n.n < 0:
-			return fmt.Errorf("%s %d must not be negative (0: derived at start)", n.flag, n.n)
+			return forewarn.Errorf(forewarn.EINVALID, "%s %d must not be negative (0: derived at start)", n.flag, n.n)
 		}
 	}
 	return nil

@@ -1,0 +1,225 @@
+package server
+
+import (
+	"log/slog"
+	"net"
+	"net/netip"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/forewarn/forewarn"
+	"github.com/forewarn/forewarn/aws"
+	"github.com/forewarn/forewarn/azure"
+	"github.com/forewarn/forewarn/etcd"
+	"github.com/forewarn/forewarn/gce"
+	"github.com/forewarn/forewarn/history"
+)
+
+// The stores a Config can name.
+const (
+	// StoreBolt is the embedded store in DataDir: one server.
+	StoreBolt = "bolt"
+	// StoreEtcd is etcd, shared by several replicas.
+	StoreEtcd = "etcd"
+	// StoreMem keeps the state in memory: nothing survives the server.
+	// For tests and experiments.
+	StoreMem = "mem"
+)
+
+// Config configures a Server. Start from DefaultConfig: the zero value
+// of several fields is refused. Validate's messages name the flags of
+// 'forewarn serve' that set each field.
+type Config struct {
+	// MetadataAddr is the listen address of the metadata API that VMs
+	// call. It is not used when MetadataListener is set.
+	MetadataAddr string
+	// MetadataListener, when set, is the metadata API's listener, already
+	// listening; the Server closes it. Connections are identified by
+	// their RemoteAddr, which must then be an IP address and port for the
+	// VMs to be known.
+	MetadataListener net.Listener
+	// Store is StoreBolt (the embedded store in DataDir), StoreEtcd or
+	// StoreMem.
+	Store string
+	// EtcdEndpoints, EtcdPrefix, EtcdTimeout and LeaderTTL configure the
+	// etcd store; ReplicaName names this replica among those sharing it.
+	EtcdEndpoints []string
+	EtcdPrefix    string
+	EtcdTimeout   time.Duration
+	LeaderTTL     time.Duration
+	ReplicaName   string
+	// AdminAddr is the listen address of the operator API. It is not used
+	// when AdminListener is set.
+	AdminAddr string
+	// AdminListener, when set, is the operator API's listener, already
+	// listening; the Server closes it.
+	AdminListener net.Listener
+	// DataDir holds the embedded store and the audit log. It is created
+	// if missing. With StoreMem it may be empty: there is then no audit
+	// log.
+	DataDir string
+	// FleetFile is the fleet file to load. Fleet is an already built
+	// fleet instead (see package fleetfile); at most one of them may be
+	// set. Without either, the fleet is fleetfile.Default().
+	FleetFile string
+	Fleet     *forewarn.Fleet
+	// AllowShortNotice accepts notices below the per-type minimums.
+	AllowShortNotice bool
+	// AdminTokenFile holds the operator API's bearer token; it is
+	// generated (mode 0600) when missing. Required off loopback.
+	AdminTokenFile string
+	// DisableAfter disables a VM's scheduled events after this long
+	// without a request.
+	DisableAfter time.Duration
+	// FirstCallDelay holds the answer to a VM's enabling first call.
+	FirstCallDelay time.Duration
+	// RateLimit is each Azure VM's requests per second; 0 turns it off.
+	RateLimit float64
+	// AWSRateLimit is each EC2 VM's requests per second; 0 turns it off.
+	AWSRateLimit float64
+	// MaxLongPolls caps each GCE VM's held wait_for_change requests.
+	MaxLongPolls int
+	// RequestHistory is how many recent metadata requests the server
+	// keeps per VM for 'forewarn vm show'; 0 keeps none.
+	RequestHistory int
+	// ShutdownTimeout bounds how long in-flight requests may take to
+	// finish once Run's context ends; the connections still open then
+	// are closed.
+	ShutdownTimeout time.Duration
+	// HeaderTimeout bounds reading a request's headers, and so how long
+	// a new connection may stay silent; BodyTimeout bounds reading its
+	// body; IdleTimeout closes a kept-alive connection without a request.
+	// They apply to both listeners.
+	HeaderTimeout, BodyTimeout, IdleTimeout time.Duration
+	// MaxConnsPerSource caps the metadata API's open connections from one
+	// VM's address; 0 derives it from MaxLongPolls. MaxConns caps all of
+	// them; 0 derives it from the limit on open files and the fleet.
+	// MaxStrangerConns caps, together, those from addresses of no VM.
+	MaxConnsPerSource, MaxConns, MaxStrangerConns int
+	// AdminMaxConnsPerSource and AdminMaxConns are the operator API's caps.
+	AdminMaxConnsPerSource, AdminMaxConns int
+	// Logger receives the server's logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// DefaultConfig returns the defaults of 'forewarn serve': the metadata
+// API on 127.0.0.1:8169, the operator API on 127.0.0.1:8170, the
+// embedded store in ./forewarn-data and the default fleet.
+func DefaultConfig() Config {
+	return Config{
+		MetadataAddr:    "127.0.0.1:8169",
+		Store:           StoreBolt,
+		EtcdPrefix:      etcd.DefaultPrefix,
+		EtcdTimeout:     etcd.DefaultRequestTimeout,
+		LeaderTTL:       etcd.DefaultLeaseTTL,
+		AdminAddr:       "127.0.0.1:8170",
+		DataDir:         "forewarn-data",
+		DisableAfter:    24 * time.Hour,
+		RateLimit:       azure.DefaultRateLimit,
+		AWSRateLimit:    aws.DefaultRateLimit,
+		MaxLongPolls:    gce.DefaultMaxWaiters,
+		RequestHistory:  history.DefaultSize,
+		ShutdownTimeout: 10 * time.Second,
+
+		HeaderTimeout:          defaultHeaderTimeout,
+		BodyTimeout:            defaultBodyTimeout,
+		IdleTimeout:            defaultIdleTimeout,
+		MaxStrangerConns:       defaultStrangerConns,
+		AdminMaxConnsPerSource: defaultAdminConnsPerSrc,
+		AdminMaxConns:          defaultAdminConns,
+	}
+}
+
+// Validate reports whether c can be served. Its errors are EINVALID
+// and name the flag of 'forewarn serve' at fault.
+func (c *Config) Validate() error {
+	if c.DataDir == "" && c.Store != StoreMem {
+		return forewarn.Errorf(forewarn.EINVALID, "--data must name a directory")
+	}
+	for _, a := range []struct {
+		flag, addr string
+		ln         net.Listener
+	}{{"--metadata-addr", c.MetadataAddr, c.MetadataListener}, {"--admin-addr", c.AdminAddr, c.AdminListener}} {
+		if a.ln != nil {
+			continue
+		}
+		if _, _, err := net.SplitHostPort(a.addr); err != nil {
+			return forewarn.Errorf(forewarn.EINVALID, "%s %q: %v", a.flag, a.addr, err)
+		}
+	}
+	if c.Fleet != nil && c.FleetFile != "" {
+		return forewarn.Errorf(forewarn.EINVALID, "--fleet %s: the configuration also holds a fleet; give one of them", c.FleetFile)
+	}
+	if c.Fleet != nil && len(c.Fleet.VMs) == 0 {
+		return forewarn.Errorf(forewarn.EINVALID, "the fleet has no VMs")
+	}
+	if c.DisableAfter <= 0 {
+		return forewarn.Errorf(forewarn.EINVALID, "--disable-after %s must be positive", c.DisableAfter)
+	}
+	switch c.Store {
+	case StoreBolt, StoreMem:
+		if len(c.EtcdEndpoints) > 0 {
+			return forewarn.Errorf(forewarn.EINVALID, "--etcd-endpoints needs --store etcd")
+		}
+	case StoreEtcd:
+		if len(c.EtcdEndpoints) == 0 {
+			return forewarn.Errorf(forewarn.EINVALID, "--store etcd needs --etcd-endpoints URL[,URL...]")
+		}
+		for _, ep := range c.EtcdEndpoints {
+			if u, err := url.Parse(ep); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				return forewarn.Errorf(forewarn.EINVALID, "--etcd-endpoints: %q is not an http:// or https:// URL", ep)
+			}
+		}
+		if !strings.HasPrefix(c.EtcdPrefix, "/") {
+			return forewarn.Errorf(forewarn.EINVALID, "--etcd-prefix %q must begin with /", c.EtcdPrefix)
+		}
+		if c.LeaderTTL < time.Second || c.LeaderTTL%time.Second != 0 {
+			return forewarn.Errorf(forewarn.EINVALID, "--leader-ttl %s must be a whole number of seconds, at least 1s", c.LeaderTTL)
+		}
+		if c.EtcdTimeout <= 0 {
+			return forewarn.Errorf(forewarn.EINVALID, "--etcd-timeout %s must be positive", c.EtcdTimeout)
+		}
+	default:
+		return forewarn.Errorf(forewarn.EINVALID, "--store %q: want bolt (embedded, one server) or etcd (several replicas), or mem (in memory, kept nowhere)", c.Store)
+	}
+	if c.RequestHistory < 0 || c.RequestHistory > history.MaxSize {
+		return forewarn.Errorf(forewarn.EINVALID, "--request-history %d: want 0 (keep none) to %d requests per VM", c.RequestHistory, history.MaxSize)
+	}
+	if err := checkRateLimit("--aws-rate-limit", c.AWSRateLimit); err != nil {
+		return err
+	}
+	if err := checkRateLimit("--rate-limit", c.RateLimit); err != nil {
+		return err
+	}
+	if c.MaxLongPolls < 0 {
+		return forewarn.Errorf(forewarn.EINVALID, "--max-long-polls %d must not be negative", c.MaxLongPolls)
+	}
+	if c.FirstCallDelay < 0 {
+		return forewarn.Errorf(forewarn.EINVALID, "--first-call-delay %s must not be negative", c.FirstCallDelay)
+	}
+	if err := c.validateConns(); err != nil {
+		return err
+	}
+	adminAddr := c.AdminAddr
+	if c.AdminListener != nil {
+		adminAddr = c.AdminListener.Addr().String()
+	}
+	if !loopback(adminAddr) && c.AdminTokenFile == "" {
+		return forewarn.Errorf(forewarn.EINVALID, "--admin-addr %s is not a loopback address: the operator API then requires a bearer token; give --admin-token-file FILE (generated if missing)", adminAddr)
+	}
+	return nil
+}
+
+// loopback reports whether addr's host is a loopback IP or localhost.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
