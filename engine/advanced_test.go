@@ -3,6 +3,8 @@ package engine_test
 import (
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/forewarn/forewarn"
 	"github.com/forewarn/forewarn/engine"
@@ -62,4 +64,33 @@ func TestAdvanced(t *testing.T) {
 	if adv = e.Advanced(); closed(adv) {
 		t.Fatal("a new Advanced channel is closed with no change after it")
 	}
+}
+
+// TestAdvancedByDeadline: the channel also closes at a deadline's
+// change, and the change is visible once it has.
+func TestAdvancedByDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEngine(t, mem.New(), false)
+		synctest.Wait() // the first calls' LastSeen writes
+		ch := e.Advanced()
+		if closed(ch) {
+			t.Fatal("closed before any change")
+		}
+		ev, err := e.Create(t.Context(), engine.Spec{Type: forewarn.Reboot, VMs: []string{"solo"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !closed(ch) {
+			t.Fatal("not closed by Create")
+		}
+		next := e.Advanced()
+		if closed(next) {
+			t.Fatal("the next channel is closed already")
+		}
+		<-next // the deadline: NotBefore, 15 minutes on
+		if got := time.Until(ev.NotBefore); got > 0 {
+			t.Fatalf("woke %v before NotBefore", got)
+		}
+		wantState(t, e, ev.ID, "solo", forewarn.Started, 3)
+	})
 }
