@@ -16,6 +16,7 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash"
 	"io"
@@ -328,7 +329,9 @@ func (s *Server) handleToken(w http.ResponseWriter, r *http.Request, vm *forewar
 	}
 	tok := s.issue(vm, time.Now().Add(time.Duration(ttl)*time.Second))
 	if c, ok := r.Context().Value(connKey{}).(syscall.Conn); ok {
-		if err := setTTL(c, d.static.hopLimit); err != nil {
+		// A connection without a socket (an in-memory pipe) has no hop
+		// limit to set.
+		if err := setTTL(c, d.static.hopLimit); err != nil && !errors.Is(err, errors.ErrUnsupported) {
 			s.log.Warn("set the hop limit of a token answer", "vm", vm.Name, "err", err)
 		}
 	}
