@@ -53,7 +53,9 @@ type Config struct {
 	// when AdminListener is set.
 	AdminAddr string
 	// AdminListener, when set, is the operator API's listener, already
-	// listening; the Server closes it.
+	// listening; the Server closes it. A TCP listener off loopback
+	// requires AdminTokenFile, as AdminAddr does; other listeners (a
+	// Unix socket, an in-memory one) are reached from this host only.
 	AdminListener net.Listener
 	// DataDir holds the embedded store and the audit log. It is created
 	// if missing. With StoreMem it may be empty: there is then no audit
@@ -201,11 +203,15 @@ func (c *Config) Validate() error {
 	if err := c.validateConns(); err != nil {
 		return err
 	}
-	adminAddr := c.AdminAddr
+	adminAddr, local := c.AdminAddr, loopback(c.AdminAddr)
 	if c.AdminListener != nil {
 		adminAddr = c.AdminListener.Addr().String()
+		// Only a TCP listener is reached from other hosts: a Unix
+		// socket or an in-memory listener is not.
+		tcp, ok := c.AdminListener.Addr().(*net.TCPAddr)
+		local = !ok || tcp.IP.IsLoopback()
 	}
-	if !loopback(adminAddr) && c.AdminTokenFile == "" {
+	if !local && c.AdminTokenFile == "" {
 		return forewarn.Errorf(forewarn.EINVALID, "--admin-addr %s is not a loopback address: the operator API then requires a bearer token; give --admin-token-file FILE (generated if missing)", adminAddr)
 	}
 	return nil

@@ -86,20 +86,13 @@ const (
 // starts the engine, builds the three metadata APIs and the operator API
 // and opens both listeners. ctx bounds the start (opening the store and
 // loading its state), not the Server's life. On error, everything New
-// opened is closed again.
+// opened is closed again, and so are the listeners cfg gave.
 //
 // Errors are EINVALID for a configuration, fleet, token file or data
 // directory that is refused, with a message that says how to fix it;
 // others (a store that cannot be opened, an address in use) are
 // wrapped as they come.
 func New(ctx context.Context, cfg Config) (_ *Server, err error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	s := &Server{cfg: cfg, log: cfg.Logger}
-	if s.log == nil {
-		s.log = slog.New(slog.DiscardHandler)
-	}
 	// undo closes, newest first, what New opened when it fails.
 	var undo []func()
 	defer func() {
@@ -114,6 +107,13 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		if ln != nil {
 			undo = append(undo, func() { ln.Close() })
 		}
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
 	}
 
 	switch {

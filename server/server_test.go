@@ -177,6 +177,21 @@ func TestNewRefuses(t *testing.T) {
 		}
 	}
 
+	// A given operator listener off loopback needs a token too.
+	open, err := net.Listen("tcp", "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer open.Close()
+	cfg := memConfig(t)
+	cfg.AdminListener = open
+	if _, err := server.New(t.Context(), cfg); !strings.Contains(forewarn.ErrorMessage(err), "is not a loopback address") {
+		t.Errorf("New with an operator listener on every address: %v", err)
+	}
+	if _, err := open.Accept(); err == nil {
+		t.Error("the refused start left the given listener open")
+	}
+
 	// The operator port is taken: the store and the given metadata
 	// listener are closed again.
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
@@ -184,7 +199,7 @@ func TestNewRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer taken.Close()
-	cfg := memConfig(t)
+	cfg = memConfig(t)
 	cfg.Store, cfg.DataDir = server.StoreBolt, t.TempDir()
 	cfg.AdminAddr = taken.Addr().String()
 	if cfg.MetadataListener, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
