@@ -8,9 +8,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -24,11 +24,8 @@ import (
 	"github.com/forewarn/forewarn"
 	"github.com/forewarn/forewarn/agent"
 	"github.com/forewarn/forewarn/aws"
-	"github.com/forewarn/forewarn/azure"
 	"github.com/forewarn/forewarn/engine"
-	"github.com/forewarn/forewarn/fleetfile"
-	"github.com/forewarn/forewarn/gce"
-	"github.com/forewarn/forewarn/mem"
+	"github.com/forewarn/forewarn/forewarntest"
 )
 
 // The test fleet: two Azure VMs in one availability set and update
@@ -61,68 +58,11 @@ const testFleet = `vms:
     httpTokens: required
 `
 
-var vmIP = map[string]string{"web_0": "127.0.0.2", "web_1": "127.0.0.3", "solo": "127.0.0.4", "gce_0": "127.0.0.6", "spot_0": "127.0.0.7",
-	"ec2_0": "127.0.0.8"}
-
-// world is a metadata server over a real engine, as 'forewarn serve'
-// wires it.
-type world struct {
-	eng *engine.Engine
-	url string
-}
-
-func newWorld(t *testing.T) *world {
+// newWorld starts the metadata server for testFleet, as 'forewarn serve'
+// wires it, for the rest of the test.
+func newWorld(t *testing.T) *forewarntest.Server {
 	t.Helper()
-	fleet, err := fleetfile.Parse([]byte(testFleet))
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng, err := engine.New(t.Context(), engine.Config{Store: mem.New(), Fleet: fleet, AllowShortNotice: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	az, g, ec2 := azure.NewServer(eng, nil), gce.NewServer(eng, nil), aws.NewServer(eng, nil)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch {
-		case strings.HasPrefix(r.URL.Path, "/metadata/"):
-			az.ServeHTTP(w, r)
-		case strings.HasPrefix(r.URL.Path, "/latest/"):
-			ec2.ServeHTTP(w, r)
-		default:
-			g.ServeHTTP(w, r)
-		}
-	}))
-	t.Cleanup(func() {
-		srv.CloseClientConnections()
-		srv.Close()
-		eng.Close()
-	})
-	return &world{eng: eng, url: srv.URL}
-}
-
-// create raises an event and fails the test on error.
-func (w *world) create(t *testing.T, s engine.Spec) *forewarn.Event {
-	t.Helper()
-	ev, err := w.eng.Create(context.Background(), s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ev
-}
-
-func (w *world) event(t *testing.T, id string) *forewarn.Event {
-	t.Helper()
-	ev, err := w.eng.Event(id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ev
-}
-
-// vmClient returns an HTTP client whose connections come from ip.
-func vmClient(ip string) *http.Client {
-	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 5 * time.Second}
-	return &http.Client{Transport: &http.Transport{DialContext: d.DialContext}}
+	return forewarntest.NewServer(t, forewarntest.Fleet(t, testFleet))
 }
 
 // logBuffer collects the agent's JSON logs.
@@ -152,8 +92,9 @@ type running struct {
 	done    chan error
 }
 
-// config returns a Config for the VM name of w, polling fast.
-func (w *world) config(name string) agent.Config {
+// config returns a Config for the VM name of w, polling fast from the
+// VM's address.
+func config(w *forewarntest.Server, name string) agent.Config {
 	p := agent.ProviderAzure
 	switch {
 	case strings.HasPrefix(name, "gce") || strings.HasPrefix(name, "spot"):
@@ -163,8 +104,8 @@ func (w *world) config(name string) agent.Config {
 	}
 	return agent.Config{
 		Provider:     p,
-		Endpoint:     w.url,
-		HTTPClient:   vmClient(vmIP[name]),
+		Endpoint:     w.URL(),
+		HTTPClient:   w.HTTPClient(name),
 		PollInterval: 50 * time.Millisecond,
 	}
 }
@@ -404,15 +345,20 @@ func TestExecWebhookApprove(t *testing.T) {
 	dir := t.TempDir()
 	rc := newReceiver(t, http.StatusNoContent)
 	t.Setenv("AGENT_TEST_MARK", "inherited")
-	cfg := w.config("web_0")
+	cfg := config(w, "web_0")
 	cfg.Exec = []string{hook(dir, "drain")}
 	cfg.Webhooks = []string{rc.url}
 	cfg.Approve = true
 	a := start(t, cfg)
 
-	ev := w.create(t, engine.Spec{Type: forewarn.Reboot, VMs: []string{"web_0"}, Notice: 10 * time.Minute,
+	ev := w.Create(engine.Spec{Type: forewarn.Reboot, VMs: []string{"web_0"}, Notice: 10 * time.Minute,
 		Duration: intp(30), Source: forewarn.User, Description: "Host server is undergoing maintenance."})
-	waitFor(t, "the event to start", 5*time.Second, func() bool { return w.event(t, ev.ID).Status == forewarn.Started })
+	w.Wait(ev.ID, forewarn.Started)
+	// Wait returns as the approval starts the event, which may be before
+	// the agent's approval request has returned and been counted.
+	waitFor(t, "the agent to count its approval", 5*time.Second, func() bool {
+		return a.scrape(t)[`forewarn_agent_approvals_total`] == 1
+	})
 
 	got := runs(t, dir, "drain", ev.ID)
 	if len(got) != 1 {
@@ -441,7 +387,7 @@ func TestExecWebhookApprove(t *testing.T) {
 	if len(bodies) != 1 || bodies[0] != want || ctypes[0] != "application/json" {
 		t.Errorf("webhook got %q (%q), want one %s as application/json", bodies, ctypes, want)
 	}
-	final := w.event(t, ev.ID)
+	final := w.Event(ev.ID)
 	if len(final.Approvals) != 1 || final.Approvals[0].By != "web_0" {
 		t.Errorf("approvals %+v, want one by web_0", final.Approvals)
 	}
@@ -480,19 +426,19 @@ func TestExecWebhookApprove(t *testing.T) {
 func TestLeaderRule(t *testing.T) {
 	w := newWorld(t)
 	dir := t.TempDir()
-	cfg := w.config("web_0")
+	cfg := config(w, "web_0")
 	cfg.Exec = []string{hook(dir, "drain")}
 	cfg.Approve = true
 	cfg.Types = []string{"reboot", "Terminate"}
 	a := start(t, cfg)
 
 	// web_1 leads: web_0 runs its handlers but does not approve.
-	led := w.create(t, engine.Spec{Type: forewarn.Reboot, VMs: []string{"web_1", "web_0"}, Notice: 10 * time.Minute})
+	led := w.Create(engine.Spec{Type: forewarn.Reboot, VMs: []string{"web_1", "web_0"}, Notice: 10 * time.Minute})
 	waitFor(t, "the hook", 5*time.Second, func() bool { return len(runs(t, dir, "drain", led.ID)) == 1 })
 	waitFor(t, "the decision", 5*time.Second, func() bool {
 		return strings.Contains(a.logs.String(), "not approving: this VM is not the leader")
 	})
-	if ev := w.event(t, led.ID); ev.Status != forewarn.Scheduled || len(ev.Approvals) != 0 {
+	if ev := w.Event(led.ID); ev.Status != forewarn.Scheduled || len(ev.Approvals) != 0 {
 		t.Fatalf("led event: %s approvals %+v, want Scheduled and none", ev.Status, ev.Approvals)
 	}
 	if got := runs(t, dir, "drain", led.ID)[0].env["FOREWARN_RESOURCES"]; got != "web_1,web_0" {
@@ -500,14 +446,14 @@ func TestLeaderRule(t *testing.T) {
 	}
 
 	// A Terminate of web_1 and web_0: web_0 approves its own.
-	term := w.create(t, engine.Spec{Type: forewarn.Terminate, VMs: []string{"web_1", "web_0"}, Notice: 10 * time.Minute})
-	waitFor(t, "the approval", 5*time.Second, func() bool { return len(w.event(t, term.ID).Approvals) == 1 })
-	if ev := w.event(t, term.ID); ev.Approvals[0].By != "web_0" {
+	term := w.Create(engine.Spec{Type: forewarn.Terminate, VMs: []string{"web_1", "web_0"}, Notice: 10 * time.Minute})
+	waitFor(t, "the approval", 5*time.Second, func() bool { return len(w.Event(term.ID).Approvals) == 1 })
+	if ev := w.Event(term.ID); ev.Approvals[0].By != "web_0" {
 		t.Fatalf("Terminate approvals %+v", ev.Approvals)
 	}
 
 	// An event of web_1 alone is not this VM's: nothing runs.
-	other := w.create(t, engine.Spec{Type: forewarn.Reboot, VMs: []string{"web_1"}, Notice: 10 * time.Minute})
+	other := w.Create(engine.Spec{Type: forewarn.Reboot, VMs: []string{"web_1"}, Notice: 10 * time.Minute})
 	time.Sleep(300 * time.Millisecond)
 	if n := len(runs(t, dir, "drain", other.ID)); n != 0 {
 		t.Errorf("the hook ran %d times for another VM's event", n)
@@ -526,13 +472,13 @@ func TestFailureMeansNoApproval(t *testing.T) {
 	w := newWorld(t)
 	dir := t.TempDir()
 	rc := newReceiver(t, http.StatusInternalServerError)
-	cfg := w.config("solo")
+	cfg := config(w, "solo")
 	cfg.Exec = []string{"exit 3", hook(dir, "after")}
 	cfg.Webhooks = []string{rc.url}
 	cfg.Approve = true
 	a := start(t, cfg)
 
-	ev := w.create(t, engine.Spec{Type: forewarn.Redeploy, VMs: []string{"solo"}, Notice: 10 * time.Minute})
+	ev := w.Create(engine.Spec{Type: forewarn.Redeploy, VMs: []string{"solo"}, Notice: 10 * time.Minute})
 	waitFor(t, "the webhook", 5*time.Second, func() bool { b, _ := rc.got(); return len(b) == 1 })
 	waitFor(t, "the failure to be counted", 5*time.Second, func() bool {
 		return a.scrape(t)[`forewarn_agent_handler_runs_total{kind="webhook",result="failure"}`] == 1
@@ -542,7 +488,7 @@ func TestFailureMeansNoApproval(t *testing.T) {
 		t.Errorf("the second command ran %d times, want 1", n)
 	}
 	time.Sleep(200 * time.Millisecond)
-	if got := w.event(t, ev.ID); got.Status != forewarn.Scheduled || len(got.Approvals) != 0 {
+	if got := w.Event(ev.ID); got.Status != forewarn.Scheduled || len(got.Approvals) != 0 {
 		t.Fatalf("after failed handlers: %s approvals %+v, want Scheduled and none", got.Status, got.Approvals)
 	}
 	a.wantMetrics(t, map[string]float64{
@@ -562,13 +508,13 @@ func TestHandlerTimeoutKillsProcessGroup(t *testing.T) {
 	w := newWorld(t)
 	dir := t.TempDir()
 	pidFile := filepath.Join(dir, "child.pid")
-	cfg := w.config("solo")
+	cfg := config(w, "solo")
 	cfg.Exec = []string{fmt.Sprintf("sleep 60 & echo $! > %s.tmp; mv %[1]s.tmp %[1]s; wait", pidFile)}
 	cfg.HandlerTimeout = 300 * time.Millisecond
 	cfg.Approve = true
 	a := start(t, cfg)
 
-	ev := w.create(t, engine.Spec{Type: forewarn.Reboot, VMs: []string{"solo"}, Notice: 10 * time.Minute})
+	ev := w.Create(engine.Spec{Type: forewarn.Reboot, VMs: []string{"solo"}, Notice: 10 * time.Minute})
 	waitFor(t, "the timeout", 5*time.Second, func() bool {
 		return a.scrape(t)[`forewarn_agent_handler_failures_total{kind="exec"}`] == 1
 	})
@@ -582,7 +528,7 @@ func TestHandlerTimeoutKillsProcessGroup(t *testing.T) {
 		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 		return syscall.Kill(pid, 0) != nil || err == nil && strings.Contains(string(stat), ") Z ")
 	})
-	if got := w.event(t, ev.ID); got.Status != forewarn.Scheduled {
+	if got := w.Event(ev.ID); got.Status != forewarn.Scheduled {
 		t.Fatalf("a timed-out handler's event is %s, want Scheduled (not approved)", got.Status)
 	}
 	if !strings.Contains(a.logs.String(), "handler timed out") {
@@ -595,12 +541,12 @@ func TestHandlerTimeoutKillsProcessGroup(t *testing.T) {
 func TestLead(t *testing.T) {
 	w := newWorld(t)
 	dir := t.TempDir()
-	cfg := w.config("solo")
+	cfg := config(w, "solo")
 	cfg.Exec = []string{hook(dir, "drain")}
 	cfg.Lead = 2 * time.Second
 	start(t, cfg)
 
-	ev := w.create(t, engine.Spec{Type: forewarn.Reboot, VMs: []string{"solo"}, Notice: 4 * time.Second, Source: forewarn.User})
+	ev := w.Create(engine.Spec{Type: forewarn.Reboot, VMs: []string{"solo"}, Notice: 4 * time.Second, Source: forewarn.User})
 	due := ev.NotBefore.Add(-2 * time.Second)
 	time.Sleep(time.Until(due) - 300*time.Millisecond)
 	if n := len(runs(t, dir, "drain", ev.ID)); n != 0 {
@@ -616,7 +562,7 @@ func TestLead(t *testing.T) {
 	}
 
 	// Lead longer than the notice left: at once.
-	soon := w.create(t, engine.Spec{Type: forewarn.Reboot, VMs: []string{"solo"}, Notice: time.Second, Source: forewarn.User})
+	soon := w.Create(engine.Spec{Type: forewarn.Reboot, VMs: []string{"solo"}, Notice: time.Second, Source: forewarn.User})
 	created := time.Now()
 	waitFor(t, "the hook", 5*time.Second, func() bool { return len(runs(t, dir, "drain", soon.ID)) == 1 })
 	if d := runs(t, dir, "drain", soon.ID)[0].at.Sub(created); d > 500*time.Millisecond {
@@ -624,7 +570,7 @@ func TestLead(t *testing.T) {
 	}
 
 	// Already Started: at once.
-	started := w.create(t, engine.Spec{Type: forewarn.Redeploy, VMs: []string{"solo"}, Started: true, Source: forewarn.User})
+	started := w.Create(engine.Spec{Type: forewarn.Redeploy, VMs: []string{"solo"}, Started: true, Source: forewarn.User})
 	waitFor(t, "the hook", 5*time.Second, func() bool { return len(runs(t, dir, "drain", started.ID)) == 1 })
 	if r := runs(t, dir, "drain", started.ID)[0]; r.env["FOREWARN_EVENT_STATUS"] != "Started" || r.env["FOREWARN_NOT_BEFORE"] != "" {
 		t.Errorf("started event: status %q not before %q", r.env["FOREWARN_EVENT_STATUS"], r.env["FOREWARN_NOT_BEFORE"])
@@ -636,18 +582,16 @@ func TestLead(t *testing.T) {
 func TestLeadWaitEndsWhenStarted(t *testing.T) {
 	w := newWorld(t)
 	dir := t.TempDir()
-	cfg := w.config("web_0")
+	cfg := config(w, "web_0")
 	cfg.Exec = []string{hook(dir, "drain")}
 	cfg.Lead = time.Minute
 	start(t, cfg)
-	ev := w.create(t, engine.Spec{Type: forewarn.Reboot, VMs: []string{"web_0"}, Notice: 10 * time.Minute})
+	ev := w.Create(engine.Spec{Type: forewarn.Reboot, VMs: []string{"web_0"}, Notice: 10 * time.Minute})
 	time.Sleep(200 * time.Millisecond)
 	if n := len(runs(t, dir, "drain", ev.ID)); n != 0 {
 		t.Fatal("the hook ran before its lead time")
 	}
-	if err := w.eng.Approve(context.Background(), "web_1", []string{ev.ID}); err != nil {
-		t.Fatal(err)
-	}
+	w.Approve("web_1", ev.ID)
 	waitFor(t, "the hook", 5*time.Second, func() bool { return len(runs(t, dir, "drain", ev.ID)) == 1 })
 	if s := runs(t, dir, "drain", ev.ID)[0].env["FOREWARN_EVENT_STATUS"]; s != "Started" {
 		t.Errorf("status %q, want Started", s)
@@ -665,15 +609,15 @@ func TestOnClearAndState(t *testing.T) {
 	if err := os.Mkdir(filepath.Dir(state), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	cfg := w.config("solo")
+	cfg := config(w, "solo")
 	cfg.Exec = []string{hook(dir, "drain")}
 	cfg.OnClear = []string{hook(dir, "undrain")}
 	cfg.Approve = true
 	cfg.StateFile = state
 	a := start(t, cfg)
 
-	ev := w.create(t, engine.Spec{Type: forewarn.Reboot, VMs: []string{"solo"}, Notice: 10 * time.Minute, Lasts: time.Hour})
-	waitFor(t, "the approval", 5*time.Second, func() bool { return w.event(t, ev.ID).Status == forewarn.Started })
+	ev := w.Create(engine.Spec{Type: forewarn.Reboot, VMs: []string{"solo"}, Notice: 10 * time.Minute, Lasts: time.Hour})
+	w.Wait(ev.ID, forewarn.Started) // the agent approved it
 	waitFor(t, "the state file", 5*time.Second, func() bool {
 		b, _ := os.ReadFile(state)
 		return strings.Contains(string(b), ev.ID)
@@ -694,9 +638,7 @@ func TestOnClearAndState(t *testing.T) {
 	}
 
 	// Completion: on-clear runs once, describing the event as last seen.
-	if err := w.eng.Complete(context.Background(), ev.ID); err != nil {
-		t.Fatal(err)
-	}
+	w.Complete(ev.ID)
 	waitFor(t, "on-clear", 5*time.Second, func() bool { return len(runs(t, dir, "undrain", ev.ID)) == 1 })
 	r := runs(t, dir, "undrain", ev.ID)[0]
 	wantEnv(t, r.env, map[string]string{
@@ -719,16 +661,14 @@ func TestOnClearAndState(t *testing.T) {
 
 	// An event handled, then completed while the agent is down, is
 	// cleared when it starts again.
-	ev2 := w.create(t, engine.Spec{Type: forewarn.Reboot, VMs: []string{"solo"}, Notice: 10 * time.Minute, Lasts: time.Hour})
-	waitFor(t, "the approval", 5*time.Second, func() bool { return w.event(t, ev2.ID).Status == forewarn.Started })
+	ev2 := w.Create(engine.Spec{Type: forewarn.Reboot, VMs: []string{"solo"}, Notice: 10 * time.Minute, Lasts: time.Hour})
+	w.Wait(ev2.ID, forewarn.Started)
 	waitFor(t, "the state file to hold the Started event", 5*time.Second, func() bool {
 		b, _ := os.ReadFile(state)
 		return strings.Contains(string(b), ev2.ID) && strings.Contains(string(b), `"status": "Started"`)
 	})
 	b.stop(t)
-	if err := w.eng.Complete(context.Background(), ev2.ID); err != nil {
-		t.Fatal(err)
-	}
+	w.Complete(ev2.ID)
 	start(t, cfg)
 	waitFor(t, "on-clear after the restart", 5*time.Second, func() bool { return len(runs(t, dir, "undrain", ev2.ID)) == 1 })
 	if got := runs(t, dir, "undrain", ev2.ID)[0]; got.env["FOREWARN_EVENT_STATUS"] != "Started" || got.stdin != noticeJSON(t, ev2, "Started", forewarn.Azure) {
@@ -770,7 +710,7 @@ func TestDryRun(t *testing.T) {
 	w := newWorld(t)
 	dir := t.TempDir()
 	rc := newReceiver(t, 200)
-	cfg := w.config("solo")
+	cfg := config(w, "solo")
 	cfg.Exec = []string{hook(dir, "drain")}
 	cfg.Webhooks = []string{rc.url}
 	cfg.OnClear = []string{hook(dir, "undrain")}
@@ -779,13 +719,11 @@ func TestDryRun(t *testing.T) {
 	cfg.StateFile = filepath.Join(dir, "state.json")
 	a := start(t, cfg)
 
-	ev := w.create(t, engine.Spec{Type: forewarn.Reboot, VMs: []string{"solo"}, Notice: 10 * time.Minute})
+	ev := w.Create(engine.Spec{Type: forewarn.Reboot, VMs: []string{"solo"}, Notice: 10 * time.Minute})
 	waitFor(t, "the dry-run approval", 5*time.Second, func() bool {
 		return strings.Contains(a.logs.String(), "dry run: would approve")
 	})
-	if err := w.eng.Cancel(context.Background(), ev.ID); err != nil {
-		t.Fatal(err)
-	}
+	w.Cancel(ev.ID)
 	waitFor(t, "the dry-run on-clear", 5*time.Second, func() bool {
 		return strings.Count(a.logs.String(), "dry run: would run") == 2
 	})
@@ -795,7 +733,7 @@ func TestDryRun(t *testing.T) {
 			t.Errorf("logs lack %s:\n%s", want, logs)
 		}
 	}
-	if got := w.event(t, ev.ID); len(got.Approvals) != 0 {
+	if got := w.Event(ev.ID); len(got.Approvals) != 0 {
 		t.Errorf("dry run approved: %+v", got.Approvals)
 	}
 	if entries, _ := filepath.Glob(filepath.Join(dir, "*.env.*")); len(entries) != 0 {
@@ -819,12 +757,12 @@ func TestDryRun(t *testing.T) {
 func TestTypesFilter(t *testing.T) {
 	w := newWorld(t)
 	dir := t.TempDir()
-	cfg := w.config("solo")
+	cfg := config(w, "solo")
 	cfg.Exec = []string{hook(dir, "drain")}
 	cfg.OnClear = []string{hook(dir, "undrain")}
 	a := start(t, cfg)
-	fz := w.create(t, engine.Spec{Type: forewarn.Freeze, VMs: []string{"solo"}, Notice: time.Second, Lasts: time.Second})
-	waitFor(t, "the freeze to end", 10*time.Second, func() bool { return w.event(t, fz.ID).Status == forewarn.Completed })
+	fz := w.Create(engine.Spec{Type: forewarn.Freeze, VMs: []string{"solo"}, Notice: time.Second, Lasts: time.Second})
+	w.Wait(fz.ID, forewarn.Completed)
 	time.Sleep(200 * time.Millisecond)
 	if entries, _ := filepath.Glob(filepath.Join(dir, "*.env.*")); len(entries) != 0 {
 		t.Errorf("a Freeze ran handlers: %v", entries)
@@ -839,7 +777,7 @@ func TestTypesFilter(t *testing.T) {
 // TestHealthz: 503 until the agent watches, then 200 "ok".
 func TestHealthz(t *testing.T) {
 	w := newWorld(t)
-	cfg := w.config("solo")
+	cfg := config(w, "solo")
 	a, err := agent.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -875,8 +813,8 @@ func TestHealthz(t *testing.T) {
 // an error; auto finds the provider of the calling VM.
 func TestRunErrors(t *testing.T) {
 	w := newWorld(t)
-	cfg := w.config("solo")
-	cfg.HTTPClient = vmClient("127.0.0.99")
+	cfg := config(w, "solo")
+	cfg.HTTPClient = w.HTTPClientFrom(netip.MustParseAddr("127.0.0.99"))
 	a, err := agent.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -907,7 +845,7 @@ func TestAutoProbe(t *testing.T) {
 	w := newWorld(t)
 	// An EC2 VM's name is its instance ID.
 	for name, want := range map[string][2]string{"solo": {"azure", "solo"}, "gce_0": {"gce", "gce_0"}, "ec2_0": {"aws", "i-0123456789abcdef0"}} {
-		cfg := w.config(name)
+		cfg := config(w, name)
 		cfg.Provider = agent.ProviderAuto
 		a := start(t, cfg)
 		if !strings.Contains(a.logs.String(), `"msg":"provider detected","provider":"`+want[0]+`"`) {
@@ -934,13 +872,13 @@ func TestAutoProbe(t *testing.T) {
 func TestGCEMigrationAndPreemption(t *testing.T) {
 	w := newWorld(t)
 	dir := t.TempDir()
-	cfg := w.config("gce_0")
+	cfg := config(w, "gce_0")
 	cfg.Exec = []string{hook(dir, "drain")}
 	cfg.OnClear = []string{hook(dir, "undrain")}
 	a := start(t, cfg)
 
 	created := time.Now()
-	ev := w.create(t, engine.Spec{Type: forewarn.MigrateOnHostMaintenance, VMs: []string{"gce_0"}, Notice: 2 * time.Second, Lasts: 2 * time.Second})
+	ev := w.Create(engine.Spec{Type: forewarn.MigrateOnHostMaintenance, VMs: []string{"gce_0"}, Notice: 2 * time.Second, Lasts: 2 * time.Second})
 	var id string
 	waitFor(t, "the hook", 5*time.Second, func() bool {
 		m, _ := filepath.Glob(filepath.Join(dir, "drain.env.maintenance-event-*"))
@@ -957,7 +895,7 @@ func TestGCEMigrationAndPreemption(t *testing.T) {
 		r.env["FOREWARN_EVENT_STATUS"] != "Started" || r.env["FOREWARN_VM"] != "gce_0" {
 		t.Errorf("migration env %v", r.env)
 	}
-	waitFor(t, "the migration to end", 10*time.Second, func() bool { return w.event(t, ev.ID).Status == forewarn.Completed })
+	w.Wait(ev.ID, forewarn.Completed)
 	waitFor(t, "on-clear", 5*time.Second, func() bool { return len(runs(t, dir, "undrain", id)) == 1 })
 	a.wantMetrics(t, map[string]float64{
 		`forewarn_agent_events_seen_total{type="MIGRATE_ON_HOST_MAINTENANCE"}`: 1,
@@ -966,12 +904,10 @@ func TestGCEMigrationAndPreemption(t *testing.T) {
 	})
 
 	// Preemption of a Spot VM.
-	scfg := w.config("spot_0")
+	scfg := config(w, "spot_0")
 	scfg.Exec = []string{hook(dir, "spot")}
 	start(t, scfg)
-	if _, err := w.eng.Evict(context.Background(), "spot_0"); err != nil {
-		t.Fatal(err)
-	}
+	w.Evict("spot_0")
 	waitFor(t, "the preemption hook", 5*time.Second, func() bool { return len(runs(t, dir, "spot", "preempted")) == 1 })
 	if r := runs(t, dir, "spot", "preempted")[0]; r.env["FOREWARN_EVENT_TYPE"] != "Preempt" || r.env["FOREWARN_PROVIDER"] != "gce" {
 		t.Errorf("preemption env %v", r.env)
@@ -987,7 +923,7 @@ func TestGCEMigrationAndPreemption(t *testing.T) {
 func TestAWSSpotInterruption(t *testing.T) {
 	w := newWorld(t)
 	dir := t.TempDir()
-	cfg := w.config("ec2_0")
+	cfg := config(w, "ec2_0")
 	cfg.Exec = []string{hook(dir, "drain")}
 	cfg.OnClear = []string{hook(dir, "undrain")}
 	cfg.Approve = true
@@ -997,7 +933,7 @@ func TestAWSSpotInterruption(t *testing.T) {
 		t.Fatalf("start logs:\n%s", a.logs)
 	}
 
-	ev := w.create(t, engine.Spec{Type: forewarn.SystemReboot, VMs: []string{"ec2_0"}, Notice: 2 * time.Second, Lasts: time.Second})
+	ev := w.Create(engine.Spec{Type: forewarn.SystemReboot, VMs: []string{"ec2_0"}, Notice: 2 * time.Second, Lasts: time.Second})
 	id := aws.EventID(ev.ID)
 	waitFor(t, "the scheduled event's hook", 5*time.Second, func() bool { return len(runs(t, dir, "drain", id)) == 1 })
 	r := runs(t, dir, "drain", id)[0]
@@ -1007,7 +943,7 @@ func TestAWSSpotInterruption(t *testing.T) {
 		t.Errorf("scheduled event env %v", r.env)
 	}
 	waitFor(t, "on-clear once completed", 10*time.Second, func() bool { return len(runs(t, dir, "undrain", id)) == 1 })
-	if w.event(t, ev.ID).Approved() {
+	if w.Approved(ev.ID) {
 		t.Error("an EC2 event was approved")
 	}
 	if want := `"msg":"not approving: the provider has no approval API","event":"` + id + `","type":"system-reboot","provider":"aws"`; !strings.Contains(a.logs.String(), want) {
@@ -1015,7 +951,7 @@ func TestAWSSpotInterruption(t *testing.T) {
 	}
 
 	evicted := time.Now()
-	pre, err := w.eng.EvictWith(context.Background(), "ec2_0", engine.VMOptions{Notice: 3 * time.Second, Lasts: time.Minute})
+	pre, err := w.Engine().EvictWith(t.Context(), "ec2_0", engine.VMOptions{Notice: 3 * time.Second, Lasts: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1030,7 +966,7 @@ func TestAWSSpotInterruption(t *testing.T) {
 		t.Errorf("interruption env %v", r.env)
 	}
 	rb := "rebalance-recommendation-" + pre.Created.UTC().Format(time.RFC3339)
-	waitFor(t, "the interruption to start", 10*time.Second, func() bool { return w.event(t, pre.ID).Status == forewarn.Started })
+	w.Wait(pre.ID, forewarn.Started)
 	time.Sleep(200 * time.Millisecond) // a few polls after the start; the hook must not run again
 	if n := len(runs(t, dir, "drain", nid)); n != 1 {
 		t.Errorf("the interruption hook ran %d times, want once", n)
