@@ -102,7 +102,9 @@ func (s *Server) Approve(by, id string) {
 	}
 }
 
-// Start starts the Scheduled event id now, as the operator can.
+// Start starts the Scheduled event id now, whatever its NotBefore, as
+// the operator's 'forewarn event start' does. (The server itself runs
+// from NewServer or Start on.)
 func (s *Server) Start(id string) {
 	s.t.Helper()
 	if err := s.Engine().Start(s.ctx, id); err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/forewarn/forewarn/azure"
 	"github.com/forewarn/forewarn/engine"
 	"github.com/forewarn/forewarn/forewarntest"
+	"github.com/forewarn/forewarn/server"
 )
 
 const testFleet = `vms:
@@ -323,5 +324,36 @@ func TestStart(t *testing.T) {
 	defer cancel()
 	if _, err := srv.AzureClient("web_0", azure.WithRetry(time.Millisecond, time.Millisecond)).Document(ctx); err == nil {
 		t.Error("the closed server answers")
+	}
+}
+
+// TestOptions: by default events keep their notice from the start;
+// WithoutEnablement starts as a real server does, where a Platform event
+// for a VM that has never called starts at once; WithConfig reaches the
+// server's Config.
+func TestOptions(t *testing.T) {
+	fleet := forewarntest.Fleet(t, testFleet)
+	if ev := forewarntest.NewServer(t, fleet).Reboot("solo", forewarntest.EventOptions{Notice: time.Hour}); ev.Status != forewarn.Scheduled {
+		t.Errorf("by default: a Platform Reboot is %s, want Scheduled", ev.Status)
+	}
+	real := forewarntest.NewServer(t, forewarntest.Fleet(t, testFleet), forewarntest.WithoutEnablement())
+	if ev := real.Reboot("solo", forewarntest.EventOptions{Notice: time.Hour}); ev.Status != forewarn.Started {
+		t.Errorf("WithoutEnablement: a Platform Reboot of a VM that never called is %s, want Started", ev.Status)
+	}
+	if _, err := real.AzureClient("solo").Document(t.Context()); err != nil { // enables solo
+		t.Fatal(err)
+	}
+	if ev := real.Reboot("solo", forewarntest.EventOptions{Notice: time.Hour}); ev.Status != forewarn.Scheduled {
+		t.Errorf("WithoutEnablement, after a call: %s, want Scheduled", ev.Status)
+	}
+
+	ft := &fakeT{}
+	defer ft.cleanup()
+	var strict *forewarntest.Server
+	ft.run(func() {
+		strict = forewarntest.NewServer(ft, fleet, forewarntest.WithConfig(func(c *server.Config) { c.AllowShortNotice = false }))
+	})
+	if msg := ft.run(func() { strict.Reboot("solo", forewarntest.EventOptions{Notice: time.Minute}) }); !strings.HasPrefix(msg, "forewarntest: create a Reboot event of solo: notice 1m0s is below") {
+		t.Errorf("a short notice without AllowShortNotice: %q", msg)
 	}
 }

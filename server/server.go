@@ -92,7 +92,12 @@ const (
 // directory that is refused, with a message that says how to fix it;
 // others (a store that cannot be opened, an address in use) are
 // wrapped as they come.
-func New(ctx context.Context, cfg Config) (_ *Server, err error) {
+func New(ctx context.Context, cfg Config) (*Server, error) {
+	return newServer(ctx, cfg)
+}
+
+// newServer is New, with the error named for the deferred undo.
+func newServer(ctx context.Context, cfg Config) (_ *Server, err error) {
 	// undo closes, newest first, what New opened when it fails.
 	var undo []func()
 	defer func() {
