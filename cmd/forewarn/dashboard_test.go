@@ -21,7 +21,7 @@ import (
 )
 
 // chromium returns the path of a Chromium or Chrome binary. Without one
-// the test is skipped, or fails when FOREWARN_REQUIRE_CHROMIUM=1 (as
+// the test is skipped, or fails when REQUIRE_CHROMIUM=1 (as
 // scripts/test sets it, having installed Debian's chromium).
 func chromium(t *testing.T) string {
 	t.Helper()
@@ -31,8 +31,8 @@ func chromium(t *testing.T) string {
 		}
 	}
 	const msg = "no chromium, chromium-browser or google-chrome on PATH (apt-get install chromium)"
-	if os.Getenv("FOREWARN_REQUIRE_CHROMIUM") == "1" {
-		t.Fatal(msg + ", and FOREWARN_REQUIRE_CHROMIUM=1")
+	if os.Getenv("REQUIRE_CHROMIUM") == "1" {
+		t.Fatal(msg + ", and REQUIRE_CHROMIUM=1")
 	}
 	t.Skip(msg)
 	return ""
