@@ -291,6 +291,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound)
 		return
 	}
+	if s.history != nil {
+		d.see(s.history, w, b)
+	}
 	// net/http sets Content-Length itself for an answer this small.
 	h["Content-Type"] = hdrText
 	w.WriteHeader(http.StatusOK)

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/forewarn/forewarn"
 	"github.com/forewarn/forewarn/engine"
+	"github.com/forewarn/forewarn/history"
 	"github.com/forewarn/forewarn/internal/weakmap"
 )
 
@@ -32,6 +34,11 @@ type doc struct {
 	lifecycle                   []byte
 	// gone reports whether the VM is terminated: it answers nothing.
 	gone bool
+	// refs are the events the keys above show, for the report's marks:
+	// scheduled lists the events of sched, the Spot keys the Preempt of
+	// spot, target-lifecycle-state the Terminate of scaleIn.
+	sched          []*history.Ref
+	spot1, scaleIn *history.Ref
 	// metaData is the meta-data/ listing, which names spot/ only while
 	// an interruption is due and events/recommendations/ only while a
 	// rebalance is recommended.
@@ -342,6 +349,11 @@ func eventList(evs []*forewarn.Event, keep func(*forewarn.Event) bool, cache *re
 func render(v *engine.View, st *static, cache *renderCache) *doc {
 	d := &doc{static: st, gone: v.Deleted}
 	d.scheduled = eventList(v.Events, v.Own, cache)
+	for _, ev := range v.Events {
+		if ev.Type.EC2() && v.Own(ev) {
+			d.sched = append(d.sched, history.NewRef(ev))
+		}
+	}
 	d.history = eventList(v.History, func(*forewarn.Event) bool { return true }, cache)
 	vm := v.VM
 	for _, ev := range v.Events {
@@ -364,9 +376,11 @@ func render(v *engine.View, st *static, cache *renderCache) *doc {
 					d.termination = []byte(ts) // only a termination has one
 				}
 			}
+			d.spot1 = history.NewRef(ev)
 		case ev.Type == forewarn.Terminate && ev.Status == forewarn.Started && vm.AutoScalingGroup != "":
 			// The group moves the instance as the scale-in begins.
 			d.lifecycle = lsTerminated
+			d.scaleIn = history.NewRef(ev)
 		}
 	}
 	if vm.AutoScalingGroup != "" && d.lifecycle == nil {
@@ -382,6 +396,23 @@ func render(v *engine.View, st *static, cache *renderCache) *doc {
 	}
 	return d
 }
+
+// see marks the events that answer b, read from d, shows.
+func (d *doc) see(h *history.History, w http.ResponseWriter, b []byte) {
+	switch {
+	case same(b, d.scheduled):
+		for _, r := range d.sched {
+			h.See(w, r)
+		}
+	case d.spot1 != nil && (same(b, d.instanceAction) || same(b, d.termination) || same(b, d.rebalance)):
+		h.See(w, d.spot1)
+	case d.scaleIn != nil && same(b, d.lifecycle):
+		h.See(w, d.scaleIn)
+	}
+}
+
+// same reports whether a and b are the same bytes in memory.
+func same(a, b []byte) bool { return len(a) > 0 && len(b) == len(a) && &a[0] == &b[0] }
 
 // The listings that vary, each rendered once: meta-data/ by [in an Auto
 // Scaling group][interruption notice], events/ by [rebalance

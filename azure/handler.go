@@ -263,6 +263,7 @@ func (s *Server) callerHeader(w http.ResponseWriter, r *http.Request, needHeader
 		writeError(w, http.StatusBadRequest, msgForwarded)
 		return nil
 	case !metadataHeaderOK(r.Header.Get("Metadata"), needHeader):
+		history.NoteNoHeader(w)
 		writeError(w, http.StatusBadRequest, msgNoHeader)
 		return nil
 	}
@@ -362,6 +363,13 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := s.docs[vm.Name].Load()
+	if s.history != nil {
+		for _, p := range d.parts {
+			if p.json[vi] != nil {
+				s.history.See(w, p.ref)
+			}
+		}
+	}
 	h := w.Header()
 	h["Etag"] = d.etags[vi]
 	if inm := r.Header.Get("If-None-Match"); inm != "" && etagMatch(inm, d.etags[vi][0]) {
@@ -452,6 +460,17 @@ func (s *Server) approve(w http.ResponseWriter, r *http.Request, vm *forewarn.VM
 			return
 		}
 	}
+	// The events as they were before this approval, to note approvals
+	// the report points out.
+	var before []*forewarn.Event
+	if s.history != nil {
+		for _, id := range ids {
+			if ev, err := s.eng.Event(id); err == nil {
+				before = append(before, ev)
+			}
+		}
+	}
+	now := time.Now()
 	if err := s.eng.Approve(r.Context(), vm.Name, ids); err != nil {
 		switch forewarn.ErrorCode(err) {
 		case forewarn.ENOTFOUND:
@@ -465,7 +484,23 @@ func (s *Server) approve(w http.ResponseWriter, r *http.Request, vm *forewarn.VM
 		return
 	}
 	history.NoteApproved(w, ids)
+	for _, ev := range before {
+		s.history.NoteApproval(w, ev.ID, ev.Type == forewarn.Terminate && !ev.Affects(vm.Name), s.late(ev, now))
+	}
 	w.WriteHeader(http.StatusOK)
+}
+
+// late reports whether an approval at now of ev, as it was before the
+// approval, came after its NotBefore: when the event was about to start,
+// or had started, on its own. A Started event's NotBefore is the one VMs
+// last read while it was Scheduled.
+func (s *Server) late(ev *forewarn.Event, now time.Time) bool {
+	nb := ev.NotBefore
+	if ev.Status != forewarn.Scheduled {
+		seen, _ := s.history.Seen(ev.ID)
+		nb = seen.NotBefore
+	}
+	return !nb.IsZero() && !now.Before(nb)
 }
 
 // unknownID returns the first of ids that vm cannot see, for the error.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/forewarn/forewarn"
 	"github.com/forewarn/forewarn/engine"
+	"github.com/forewarn/forewarn/history"
 	"github.com/forewarn/forewarn/internal/memo"
 	"github.com/forewarn/forewarn/internal/weakmap"
 )
@@ -122,6 +123,8 @@ type part struct {
 	json [nVersions][]byte
 	// sum is a hash of each version's json, for the documents' ETags.
 	sum [nVersions]uint32
+	// ref marks the event seen when a VM reads a document showing it.
+	ref *history.Ref
 }
 
 // writeTo writes the body of version vi.
@@ -157,7 +160,7 @@ func (r *renderer) part(ev *forewarn.Event) *part {
 	if p, ok := r.parts.Get(ev); ok {
 		return p
 	}
-	p := new(part)
+	p := &part{ref: history.NewRef(ev)}
 	for i := range versions {
 		ver := &versions[i]
 		if !ver.shows(ev.Type) {

@@ -302,6 +302,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.Header.Get("Metadata-Flavor") != "Google" {
+		history.NoteNoHeader(w)
 		writeError(w, r, http.StatusForbidden, "Missing Metadata-Flavor:Google header.")
 		return
 	}
@@ -333,6 +334,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if key == "instance/maintenance-event" {
 		s.eng.NoteQuery(vm.Name)
 	}
+	if p.wait {
+		history.NoteLongPoll(w, key == "instance/maintenance-event", p.lastETag != "")
+	}
 	if p.wait && p.lastETag == "" {
 		// No last_etag: wait for a change from the value current now, as
 		// the seed's own curl and PowerShell samples expect.
@@ -346,7 +350,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		s.metrics.Hold(1)
-		n = s.wait(r, d, key, n, p)
+		history.NoteHeld(w)
+		d, n = s.wait(r, d, key, n, p)
 		s.metrics.Hold(-1)
 		held.Add(-1)
 		if n == nil {
@@ -364,16 +369,19 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			history.NotePoll(w, history.Timeout)
 		}
 	}
+	if ref := d.ref(key); ref != nil && !n.absent {
+		s.history.See(w, ref)
+	}
 	write(w, n, p)
 }
 
 // wait holds a wait_for_change request until key's ETag differs from
 // last_etag, walking the chain of documents so that no change is missed,
 // until timeout_sec passes, or nil when the client goes away or the
-// server shuts down.
-func (s *Server) wait(r *http.Request, d *doc, key string, n *node, p params) *node {
+// server shuts down. It returns the node with the document it is from.
+func (s *Server) wait(r *http.Request, d *doc, key string, n *node, p params) (*doc, *node) {
 	if n.etag[0] != p.lastETag {
-		return n
+		return d, n
 	}
 	var timeout <-chan time.Time
 	if p.timeoutGiven {
@@ -384,16 +392,16 @@ func (s *Server) wait(r *http.Request, d *doc, key string, n *node, p params) *n
 	for {
 		select {
 		case <-r.Context().Done():
-			return nil
+			return d, nil
 		case <-s.closing:
-			return nil
+			return d, nil
 		case <-timeout:
-			return n
+			return d, n
 		case <-d.changed:
 			d = d.next
 			n = d.node(key).ready()
 			if n.etag[0] != p.lastETag {
-				return n
+				return d, n
 			}
 		}
 	}

@@ -25,6 +25,7 @@ import (
 
 	"github.com/forewarn/forewarn"
 	"github.com/forewarn/forewarn/engine"
+	"github.com/forewarn/forewarn/history"
 	"github.com/forewarn/forewarn/internal/memo"
 	"github.com/forewarn/forewarn/internal/weakmap"
 )
@@ -82,6 +83,9 @@ type doc struct {
 	// dynamic holds the values of the keys that change, to tell whether a
 	// new view changes anything a GCE client sees.
 	dynamic [3]string
+	// refs are the events the dynamic keys show, in overKeys order; nil
+	// where a key shows none.
+	refs [3]*history.Ref
 	// changed is closed once next is set.
 	changed chan struct{}
 	next    *doc
@@ -162,7 +166,7 @@ func render(v *engine.View, prev *doc, c *renderCache) *doc {
 	if prev != nil && prev.dynamic == dynamic {
 		return nil
 	}
-	d := &doc{vm: v.VM, dynamic: dynamic, changed: make(chan struct{})}
+	d := &doc{vm: v.VM, dynamic: dynamic, changed: make(chan struct{}), refs: refs(v)}
 	lazyTree := func() *tree { return buildTree(v.VM, maint, preempted, up) }
 	if prev == nil {
 		t := lazyTree()
@@ -366,19 +370,60 @@ func etag(b []byte) []string {
 	return []string{hex.EncodeToString(binary.BigEndian.AppendUint64(sum[:0], h.Sum64()))}
 }
 
+// refs returns references to the events view v's dynamic keys show:
+// the host maintenance event maintenance-event names, the Preempt that
+// made preempted TRUE, the event upcoming-maintenance describes.
+func refs(v *engine.View) [3]*history.Ref {
+	var out [3]*history.Ref
+	if ev := maintenanceEventOf(v); ev != nil {
+		out[0] = history.NewRef(ev)
+	}
+	if v.Preempted {
+		for _, ev := range v.Events {
+			if ev.Type == forewarn.Preempt && v.Own(ev) {
+				out[1] = history.NewRef(ev)
+				break
+			}
+		}
+	}
+	if ev := upcomingEvent(v); ev != nil {
+		out[2] = history.NewRef(ev)
+	}
+	return out
+}
+
+// ref returns the reference to the event key shows, or nil.
+func (d *doc) ref(key string) *history.Ref {
+	for i, k := range overKeys[:3] {
+		if k == key {
+			return d.refs[i]
+		}
+	}
+	return nil
+}
+
 // maintenanceEvent returns the maintenance-event value of view v: the
 // type of a host maintenance event that has been warned of or started,
 // NONE otherwise and always on sole-tenant VMs.
 func maintenanceEvent(v *engine.View) string {
+	if ev := maintenanceEventOf(v); ev != nil {
+		return string(ev.Type)
+	}
+	return "NONE"
+}
+
+// maintenanceEventOf returns the event maintenance-event names in view
+// v, or nil when it reads NONE.
+func maintenanceEventOf(v *engine.View) *forewarn.Event {
 	if v.VM.SoleTenant {
-		return "NONE"
+		return nil
 	}
 	for _, ev := range v.Events {
 		if ev.Type.HostMaintenance() && v.Own(ev) && (ev.Status == forewarn.Started || !ev.WarnedAt.IsZero()) {
-			return string(ev.Type)
+			return ev
 		}
 	}
-	return "NONE"
+	return nil
 }
 
 // renderCache shares rendered nodes between VMs whose values are equal,

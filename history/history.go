@@ -6,6 +6,14 @@
 // fleet, and recording a request into it allocates nothing: paths and
 // api-versions are kept as indexes into a small, bounded table of the
 // strings seen, and each VM has its own lock, so VMs never contend.
+//
+// Beside each ring, a VM has fixed-size Stats: counts and times of what
+// its client did over the server's life (how often it called, gaps
+// between calls, requests refused for a missing header, throttled
+// requests, api-versions, long-polls, approvals of events it should not
+// approve), updated in constant time per request. Marks note, per event,
+// when a VM first read a document showing it. Both feed the client-
+// behaviour report (package report).
 package history
 
 import (
@@ -130,13 +138,21 @@ func methodIndex(m string) uint8 {
 	return 3
 }
 
-// ring is one VM's recent requests.
+// ring is one VM's recent requests and its Stats.
 type ring struct {
 	mu    sync.Mutex
 	n     uint64 // requests recorded
-	slots []slot // the VM's part of one array shared by every ring
+	slots []slot // the VM's part of one array shared by every ring; empty when none are kept
+	st    stats  // guarded by mu
 	// w caches a Writer for the VM's next request.
 	w atomic.Pointer[Writer]
+	// inflight counts the VM's requests being answered; lastEnd is when
+	// the latest-ending one ended (Unix nanoseconds); held counts its
+	// maintenance-event long-polls held now.
+	inflight atomic.Int32
+	held     atomic.Int32
+	lastEnd  atomic.Int64
+	idx      int32 // in History.rings
 }
 
 // History holds the rings of a fleet's VMs. A nil *History records
@@ -148,6 +164,8 @@ type History struct {
 	// never changed, so that readers need no lock.
 	strs   atomic.Pointer[table]
 	strsMu sync.Mutex
+	names  []string
+	marks  marks
 }
 
 type table struct {
@@ -156,19 +174,19 @@ type table struct {
 }
 
 // New returns a History that keeps the newest size requests of each of
-// names, allocated now (size is capped at MaxSize). A size of 0 or less
-// returns nil, which records nothing.
+// names, allocated now (size is capped at MaxSize), and each one's
+// Stats. A size of 0 or less keeps no requests, only the Stats. A nil
+// *History records nothing.
 func New(names []string, size int) *History {
-	if size <= 0 {
-		return nil
-	}
-	size = min(size, MaxSize)
-	h := &History{index: make(map[string]int32, len(names)), rings: make([]ring, len(names))}
+	size = min(max(size, 0), MaxSize)
+	h := &History{index: make(map[string]int32, len(names)), rings: make([]ring, len(names)), names: names}
 	slots := make([]slot, len(names)*size)
 	for i, n := range names {
 		h.index[n] = int32(i)
 		h.rings[i].slots = slots[i*size : (i+1)*size : (i+1)*size]
+		h.rings[i].idx = int32(i)
 	}
+	h.marks.m = map[string]*Mark{}
 	h.strs.Store(&table{ids: map[string]uint16{}, strs: []string{"", "(other)"}})
 	return h
 }
@@ -230,7 +248,27 @@ type Writer struct {
 	poll     Poll
 	approved *[]string
 	ring     *ring
+	// gapFrom is when the VM's previous request ended, when none was in
+	// flight as this one began; 0 for the VM's first request, -1 when
+	// another was in flight.
+	gapFrom int64
+	// pending is when the oldest event the request read became visible
+	// (Unix nanoseconds); 0 when it read none.
+	pending int64
+	flags   uint8
+	// foreign and late count the approvals NoteApproval classed so;
+	// lastForeign and lastLate are the latest of each.
+	foreign, late         uint8
+	lastForeign, lastLate *Mark
 }
+
+// Writer flags, noted by handlers.
+const (
+	flagNoHeader uint8 = 1 << iota
+	flagNoETag
+	flagHeld // a maintenance-event long-poll is held; Done releases it
+	flagMaintPoll
+)
 
 // WriteHeader notes the first status code and passes it on.
 func (w *Writer) WriteHeader(code int) {
@@ -301,6 +339,11 @@ func (h *History) Start(w http.ResponseWriter, vm string) http.ResponseWriter {
 		hw = new(Writer)
 	}
 	*hw = Writer{ResponseWriter: w, start: time.Now(), ring: rg}
+	if rg.inflight.Add(1) == 1 {
+		hw.gapFrom = rg.lastEnd.Load()
+	} else {
+		hw.gapFrom = -1
+	}
 	return hw
 }
 
@@ -317,8 +360,9 @@ func (h *History) Done(w http.ResponseWriter, api API, method, path, version str
 	if code == 0 {
 		code = http.StatusOK
 	}
+	start, end := hw.start.UnixNano(), now.UnixNano()
 	s := slot{
-		time:     hw.start.UnixNano(),
+		time:     start,
 		latency:  uint32(min(now.Sub(hw.start)/time.Microsecond, math.MaxUint32)),
 		approved: hw.approved,
 		path:     h.intern(path, code >= 400),
@@ -330,9 +374,22 @@ func (h *History) Done(w http.ResponseWriter, api API, method, path, version str
 	}
 	rg := hw.ring
 	rg.mu.Lock()
-	rg.slots[rg.n%uint64(len(rg.slots))] = s
-	rg.n++
+	if len(rg.slots) > 0 {
+		rg.slots[rg.n%uint64(len(rg.slots))] = s
+		rg.n++
+	}
+	rg.st.add(hw, api, code, start, s.version, path)
 	rg.mu.Unlock()
+	if hw.flags&flagHeld != 0 {
+		rg.held.Add(-1)
+	}
+	for {
+		old := rg.lastEnd.Load()
+		if end <= old || rg.lastEnd.CompareAndSwap(old, end) {
+			break
+		}
+	}
+	rg.inflight.Add(-1)
 	*hw = Writer{}
 	rg.w.Store(hw)
 }

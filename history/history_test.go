@@ -171,10 +171,18 @@ func TestMadeUpPathsLeaveRoom(t *testing.T) {
 }
 
 // TestSize checks the size a History is built with: a ring of that many,
-// none for 0, and at most MaxSize.
+// none for 0 (but the Stats), and at most MaxSize.
 func TestSize(t *testing.T) {
-	if h := history.New([]string{"a"}, 0); h != nil {
-		t.Fatal("New with size 0 returned a History")
+	if h := history.New([]string{"a"}, 0); h == nil {
+		t.Fatal("New with size 0 returned no History")
+	} else {
+		record(h, "a", "/p", 200, nil)
+		if got, ok := h.Entries("a"); !ok || len(got) != 0 {
+			t.Fatalf("size 0: %d entries (ok %v), want none", len(got), ok)
+		}
+		if st, _ := h.Stats("a"); st.Requests != 1 {
+			t.Fatalf("size 0: %d requests counted, want 1", st.Requests)
+		}
 	}
 	var none *history.History
 	record(none, "a", "/p", 200, nil) // records nothing, does not panic

@@ -1,0 +1,271 @@
+package history
+
+import (
+	"net/http"
+	"time"
+)
+
+// SlowFactor is how many times its API's expected interval a gap
+// between a VM's calls, while an event it could see was pending, must
+// exceed to count as slow polling.
+const SlowFactor = 5
+
+// Expected returns how often a client of api is expected to call: once
+// a second on Azure, where seed 000 recommends polling "once per
+// second"; once a second on Compute Engine, where a client holds a
+// wait_for_change long-poll and re-issues it at once (seed 002), so only
+// the time between its requests counts; every 5 seconds on EC2, which
+// advises checking for Spot interruption notices every 5 s
+// (docs/aws-wire.md).
+func Expected(api API) time.Duration {
+	if api == AWS {
+		return 5 * time.Second
+	}
+	return time.Second
+}
+
+// SlowGap returns the gap between calls above which a client of api
+// polls too slowly while an event is pending: SlowFactor times Expected.
+func SlowGap(api API) time.Duration { return SlowFactor * Expected(api) }
+
+// maxVersions bounds the distinct Scheduled Events api-versions counted
+// per VM; further ones are counted together.
+const maxVersions = 4
+
+// eventsPath is the Azure path whose api-versions are counted.
+const eventsPath = "/metadata/scheduledevents"
+
+// stats is one VM's accumulators: fixed size, updated in constant time
+// under its ring's lock. Times are Unix nanoseconds, 0 for never.
+type stats struct {
+	api                 API
+	requests            uint64
+	first, last         int64 // starts of the first and the latest request
+	maxGap, maxGapEnd   int64
+	maxPend, maxPendEnd int64
+	slow                uint64
+	noHeader, throttled uint64
+	noETag, maintPolls  uint64
+	versions            [maxVersions]struct {
+		id uint16
+		n  uint64
+	}
+	otherVersions         uint64
+	foreign, late         uint64
+	lastForeign, lastLate *Mark
+}
+
+// add counts one request of the VM that hw answered, begun at start.
+func (st *stats) add(hw *Writer, api API, code int, start int64, version uint16, path string) {
+	st.api = api
+	st.requests++
+	if st.first == 0 {
+		st.first = start
+	}
+	st.last = max(st.last, start)
+	if hw.gapFrom > 0 && start-hw.gapFrom > st.maxGap {
+		st.maxGap, st.maxGapEnd = start-hw.gapFrom, start
+	}
+	if hw.pending > 0 {
+		// The gap before a request that read a pending event, counted
+		// from when the event became visible if that is later.
+		from := max(hw.pending, hw.gapFrom)
+		if hw.gapFrom < 0 {
+			from = start // another request was in flight
+		}
+		if g := start - from; g > 0 {
+			if g > st.maxPend {
+				st.maxPend, st.maxPendEnd = g, start
+			}
+			if g > int64(SlowGap(api)) {
+				st.slow++
+			}
+		}
+	}
+	if code == http.StatusTooManyRequests {
+		st.throttled++
+	}
+	if hw.flags&flagNoHeader != 0 {
+		st.noHeader++
+	}
+	if hw.flags&flagNoETag != 0 {
+		st.noETag++
+	}
+	if hw.flags&flagMaintPoll != 0 {
+		st.maintPolls++
+	}
+	if api == Azure && version != 0 && path == eventsPath {
+		st.addVersion(version)
+	}
+	if hw.foreign > 0 {
+		st.foreign += uint64(hw.foreign)
+		st.lastForeign = hw.lastForeign
+	}
+	if hw.late > 0 {
+		st.late += uint64(hw.late)
+		st.lastLate = hw.lastLate
+	}
+}
+
+// addVersion counts a request at the api-version of table id.
+func (st *stats) addVersion(id uint16) {
+	for i := range st.versions {
+		v := &st.versions[i]
+		if v.id == id || v.id == 0 {
+			v.id = id
+			v.n++
+			return
+		}
+	}
+	st.otherVersions++
+}
+
+// NoteNoHeader notes, on the request answered through w, that it was
+// refused for lacking its API's metadata header (Azure's Metadata: true,
+// Compute Engine's Metadata-Flavor: Google). It does nothing when w is
+// not recorded.
+func NoteNoHeader(w http.ResponseWriter) {
+	if hw := find(w); hw != nil {
+		hw.flags |= flagNoHeader
+	}
+}
+
+// NoteLongPoll notes, on the request answered through w, a
+// wait_for_change request: on instance/maintenance-event when maint,
+// and with a last_etag when withETag.
+func NoteLongPoll(w http.ResponseWriter, maint, withETag bool) {
+	if hw := find(w); hw != nil {
+		if maint {
+			hw.flags |= flagMaintPoll
+		}
+		if !withETag {
+			hw.flags |= flagNoETag
+		}
+	}
+}
+
+// NoteHeld notes, on the request answered through w, that its
+// maintenance-event long-poll (NoteLongPoll) is held, until Done.
+func NoteHeld(w http.ResponseWriter) {
+	if hw := find(w); hw != nil && hw.flags&(flagMaintPoll|flagHeld) == flagMaintPoll {
+		hw.flags |= flagHeld
+		hw.ring.held.Add(1)
+	}
+}
+
+// NoteApproval notes, on the request answered through w, that it
+// approved event id: of a Terminate that does not name the VM (foreign,
+// seed 004: each scale set VM approves only its own), and after the
+// event's NotBefore (late). It does nothing when w is not recorded or
+// neither holds.
+func (h *History) NoteApproval(w http.ResponseWriter, id string, foreign, late bool) {
+	hw := find(w)
+	if h == nil || hw == nil || !foreign && !late {
+		return
+	}
+	m := h.marks.get(id)
+	if foreign && hw.foreign < 255 {
+		hw.foreign++
+		hw.lastForeign = m
+	}
+	if late && hw.late < 255 {
+		hw.late++
+		hw.lastLate = m
+	}
+}
+
+// VersionCount is how many requests a VM made at one api-version.
+type VersionCount struct {
+	Version  string `json:"version"`
+	Requests uint64 `json:"requests"`
+}
+
+// Stats is a copy of one VM's accumulators, over the server's life.
+type Stats struct {
+	// API is the metadata API of the VM's latest request.
+	API API
+	// Requests counts every request, refused ones too; First and Last
+	// are when the first and the latest began.
+	Requests    uint64
+	First, Last time.Time
+	// LastEnd is when the latest-ending request ended; InFlight counts
+	// those being answered now.
+	LastEnd  time.Time
+	InFlight int
+	// LongestGap is the longest time the VM had no request in flight,
+	// ending at LongestGapEnd.
+	LongestGap    time.Duration
+	LongestGapEnd time.Time
+	// LongestPendingGap is the longest gap before a request that read a
+	// pending event, counted from the event's appearance if later;
+	// SlowGaps counts those over SlowGap.
+	LongestPendingGap    time.Duration
+	LongestPendingGapEnd time.Time
+	SlowGaps             uint64
+	// NoHeader counts requests refused for a missing metadata header,
+	// Throttled those answered 429, NoETag wait_for_change requests
+	// without last_etag.
+	NoHeader, Throttled, NoETag uint64
+	// MaintenanceLongPolls counts wait_for_change requests on
+	// maintenance-event; HeldLongPolls those held now.
+	MaintenanceLongPolls uint64
+	HeldLongPolls        int
+	// APIVersions are the Scheduled Events api-versions used, at most 4,
+	// with OtherVersions counting requests at any further ones.
+	APIVersions   []VersionCount
+	OtherVersions uint64
+	// ForeignApprovals counts approvals of other VMs' Terminates,
+	// LateApprovals those after the event's NotBefore; LastForeign and
+	// LastLate are the latest such events' IDs.
+	ForeignApprovals, LateApprovals uint64
+	LastForeign, LastLate           string
+}
+
+// Stats returns a copy of vm's accumulators, and whether vm is in the
+// fleet.
+func (h *History) Stats(vm string) (Stats, bool) {
+	rg := h.ring(vm)
+	if rg == nil {
+		return Stats{}, false
+	}
+	rg.mu.Lock()
+	st := rg.st
+	rg.mu.Unlock()
+	t := h.strs.Load()
+	tm := func(ns int64) time.Time {
+		if ns == 0 {
+			return time.Time{}
+		}
+		return time.Unix(0, ns).UTC()
+	}
+	out := Stats{
+		API: st.api, Requests: st.requests, First: tm(st.first), Last: tm(st.last),
+		LastEnd: tm(rg.lastEnd.Load()), InFlight: int(max(rg.inflight.Load(), 0)),
+		LongestGap: time.Duration(st.maxGap), LongestGapEnd: tm(st.maxGapEnd),
+		LongestPendingGap: time.Duration(st.maxPend), LongestPendingGapEnd: tm(st.maxPendEnd), SlowGaps: st.slow,
+		NoHeader: st.noHeader, Throttled: st.throttled, NoETag: st.noETag,
+		MaintenanceLongPolls: st.maintPolls, HeldLongPolls: int(max(rg.held.Load(), 0)),
+		OtherVersions: st.otherVersions, ForeignApprovals: st.foreign, LateApprovals: st.late,
+	}
+	for _, v := range st.versions {
+		if v.id != 0 && int(v.id) < len(t.strs) {
+			out.APIVersions = append(out.APIVersions, VersionCount{Version: t.strs[v.id], Requests: v.n})
+		}
+	}
+	if st.lastForeign != nil {
+		out.LastForeign = st.lastForeign.id
+	}
+	if st.lastLate != nil {
+		out.LastLate = st.lastLate.id
+	}
+	return out, true
+}
+
+// Names returns the fleet's VM names, in the order New was given them.
+// They must not be modified.
+func (h *History) Names() []string {
+	if h == nil {
+		return nil
+	}
+	return h.names
+}
