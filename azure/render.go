@@ -59,6 +59,18 @@ func Versions() []string {
 	return out
 }
 
+// PreviewVersion is the Scheduled Events preview api-version (seed 001),
+// which the GA versions replaced.
+const PreviewVersion = "2017-03-01"
+
+// VersionShows reports whether api-version v renders events of type t:
+// false for Terminate before 2019-01-01, for Preempt before 2017-11-01,
+// and for any type at an unknown version.
+func VersionShows(v string, t forewarn.EventType) bool {
+	i := versionIndex(v)
+	return i >= 0 && versions[i].shows(t)
+}
+
 // versionIndex returns the index of api-version s in versions, or -1.
 func versionIndex(s string) int {
 	for i := range versions {

@@ -56,8 +56,9 @@ func (ms *marks) lookup(id string) *Mark {
 type Ref struct {
 	// ID is the event's ID.
 	ID string
-	// Since is when the event became visible (Unix nanoseconds), for the
-	// gaps of a VM while an event was pending.
+	// Since is when the event became visible (Unix nanoseconds) while it
+	// is Scheduled, for the gaps of a VM while an event was pending; 0
+	// once it has started.
 	Since int64
 	// NotBefore is the event's NotBefore while Scheduled (Unix
 	// nanoseconds), 0 otherwise.
@@ -128,9 +129,12 @@ func (h *History) Seen(id string) (Seen, bool) {
 
 // NewRef returns a Ref to ev as a document shows it now.
 func NewRef(ev *forewarn.Event) *Ref {
-	r := &Ref{ID: ev.ID, Since: VisibleSince(ev).UnixNano()}
-	if ev.Status == forewarn.Scheduled && !ev.NotBefore.IsZero() {
-		r.NotBefore = ev.NotBefore.UnixNano()
+	r := &Ref{ID: ev.ID}
+	if ev.Status == forewarn.Scheduled {
+		r.Since = VisibleSince(ev).UnixNano()
+		if !ev.NotBefore.IsZero() {
+			r.NotBefore = ev.NotBefore.UnixNano()
+		}
 	}
 	return r
 }

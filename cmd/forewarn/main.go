@@ -8,6 +8,8 @@
 //	forewarn scaleset list|set ...
 //	forewarn agent [flags]            run the node agent on a VM
 //	forewarn audit [--json]           show recorded operator actions
+//	forewarn report [--vm NAME]       what each VM's client did, against the seeds
+//	forewarn scenario run FILE        play a scenario against a server, check its clients
 //	forewarn bench poll|fanout|engine the load harness
 //
 // Run a subcommand with -h for its flags.
@@ -32,6 +34,7 @@ commands:
   scaleset     list scale sets; change a scale set's Terminate timeout or notifications
   agent        run the node agent on a VM: watch its events, run handlers, approve
   audit        show the operator actions the server recorded
+  report       what each VM's client did against what the seeds ask of it
   cluster      show the replicas sharing the store, the leader and their lag
   bench        the load harness: polling load, long-poll fan-out, engine scale
 
@@ -66,6 +69,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runAgent(ctx, args[1:], stdout, stderr)
 	case "audit":
 		return runAudit(ctx, args[1:], stdout, stderr)
+	case "report":
+		return runReport(ctx, args[1:], stdout, stderr)
 	case "cluster":
 		return runCluster(ctx, args[1:], stdout, stderr)
 	case "bench":

@@ -1,0 +1,241 @@
+package main
+
+import (
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/forewarn/forewarn"
+	"github.com/forewarn/forewarn/report"
+)
+
+const reportFleet = `scaleSets:
+  - name: vmss
+vms:
+  - {name: web_0, ip: 127.0.0.2, availabilitySet: web}
+  - {name: vmss_0, ip: 127.0.0.3, scaleSet: vmss, instanceId: "0", placementGroup: pg}
+  - {name: vmss_1, ip: 127.0.0.4, scaleSet: vmss, instanceId: "1", placementGroup: pg}
+  - {name: spot_0, ip: 127.0.0.5, priority: Spot}
+  - {name: gce_0, ip: 127.0.0.6, provider: gce}
+  - {name: quiet_0, ip: 127.0.0.7}
+  - {name: ec2_0, ip: 127.0.0.8, provider: aws}
+`
+
+// reportJSON runs 'forewarn report --json' with args against s.
+func reportJSON(t *testing.T, s *server, args ...string) *report.Report {
+	t.Helper()
+	var rep report.Report
+	if err := json.Unmarshal([]byte(s.mustCLI(t, append([]string{"report", "--json"}, args...)...)), &rep); err != nil {
+		t.Fatal(err)
+	}
+	return &rep
+}
+
+// findings returns a VM's or an event's findings as kind: count.
+func findings(fs []report.Finding) map[string]uint64 {
+	out := map[string]uint64{}
+	for _, f := range fs {
+		out[f.Kind] = f.Count
+	}
+	return out
+}
+
+func sameCounts(a, b map[string]uint64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// waitStatus waits until event id has status st.
+func waitStatus(t *testing.T, s *server, id string, st forewarn.Status) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for s.event(t, id).Status != st {
+		if time.Now().After(deadline) {
+			t.Fatalf("event %s never became %s", id, st)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestReport drives each finding of 'forewarn report' with real
+// requests from the fleet's VMs over loopback and checks the exact
+// counts, through the CLI's JSON (GET /v1/report), its table and --vm.
+func TestReport(t *testing.T) {
+	dir := t.TempDir()
+	fleet := filepath.Join(dir, "fleet.yaml")
+	if err := os.WriteFile(fleet, []byte(reportFleet), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := startServerArgs(t, filepath.Join(dir, "data"), fleet, "--aws-rate-limit", "1")
+	const se = "/metadata/scheduledevents?api-version="
+	const me = "/computeMetadata/v1/instance/maintenance-event"
+	get := func(ip, path string, header ...string) int {
+		t.Helper()
+		code, _ := vmGet(t, s, ip, "GET", path, header...)
+		return code
+	}
+	create := func(args ...string) string {
+		t.Helper()
+		return strings.TrimSpace(s.mustCLI(t, append([]string{"event", "create"}, args...)...))
+	}
+
+	// spot_0 reads a pending Preempt, then calls again 5.5 s later, while
+	// the rest goes on: one slow gap while it is pending.
+	get("127.0.0.5", se+"2020-07-01", "Metadata", "true")
+	preempt := create("--type", "Preempt", "--vm", "spot_0", "--notice", "30s")
+	get("127.0.0.5", se+"2020-07-01", "Metadata", "true")
+	slow := make(chan error, 1)
+	go func() {
+		time.Sleep(5500 * time.Millisecond)
+		req, _ := http.NewRequest("GET", "http://"+s.metadata+se+"2020-07-01", nil)
+		req.Header.Set("Metadata", "true")
+		resp, err := vmClient("127.0.0.5").Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		slow <- err
+	}()
+
+	// web_0: 3 requests without the Metadata header, 2 at the preview.
+	for range 3 {
+		if code := get("127.0.0.2", se+"2020-07-01"); code != 400 {
+			t.Fatalf("GET without Metadata: %d, want 400", code)
+		}
+	}
+	for range 2 {
+		get("127.0.0.2", se+"2017-03-01", "Metadata", "true")
+	}
+	// gce_0: 2 requests without Metadata-Flavor, a long-poll without
+	// last_etag (a timeout after 1 s) and one with it.
+	for range 2 {
+		if code := get("127.0.0.6", me); code != 403 {
+			t.Fatalf("GET without Metadata-Flavor: %d, want 403", code)
+		}
+	}
+	get("127.0.0.6", me+"?wait_for_change=true&timeout_sec=1", "Metadata-Flavor", "Google")
+	get("127.0.0.6", me+"?wait_for_change=true&last_etag=0", "Metadata-Flavor", "Google")
+	// ec2_0: 4 requests in a burst at 1 a second, 3 of them throttled.
+	throttled := 0
+	for range 4 {
+		if get("127.0.0.8", "/latest/meta-data/instance-id") == 429 {
+			throttled++
+		}
+	}
+	if throttled != 3 {
+		t.Fatalf("%d of 4 EC2 requests throttled at 1 a second, want 3", throttled)
+	}
+
+	// vmss_1 reads vmss_0's Terminate at 2017-08-01 (which hides it), then
+	// at 2020-07-01, and approves it.
+	term := create("--type", "Terminate", "--vm", "vmss_0", "--notice", "10m")
+	get("127.0.0.4", se+"2017-08-01", "Metadata", "true")
+	get("127.0.0.4", se+"2020-07-01", "Metadata", "true")
+	if code, body := s.approve(t, "127.0.0.4", term); code != 200 {
+		t.Fatalf("vmss_1 approving vmss_0's Terminate: %d %s", code, body)
+	}
+
+	// web_0 reads a Freeze, lets it start at its NotBefore, then
+	// approves it: too late.
+	freeze := create("--type", "Freeze", "--vm", "web_0", "--notice", "1s", "--lasts", "1m")
+	get("127.0.0.2", se+"2020-07-01", "Metadata", "true")
+	waitStatus(t, s, freeze, forewarn.Started)
+	if code, body := s.approve(t, "127.0.0.2", freeze); code != 200 {
+		t.Fatalf("late approval: %d %s", code, body)
+	}
+
+	// quiet_0 never calls: its Reboot starts at once and ends unseen.
+	quiet := create("--type", "Reboot", "--vm", "quiet_0", "--lasts", "1s")
+	waitStatus(t, s, quiet, forewarn.Completed)
+
+	if err := <-slow; err != nil {
+		t.Fatal(err)
+	}
+
+	rep := reportJSON(t, s)
+	vms := map[string]report.VM{}
+	for _, v := range rep.VMs {
+		vms[v.Name] = v
+	}
+	want := map[string]map[string]uint64{
+		"web_0":   {report.NoMetadataHeader: 3, report.PreviewAPIVersion: 2, report.LateApproval: 1},
+		"vmss_0":  {},
+		"vmss_1":  {report.VersionHidesEvents: 1, report.ApprovedOthersTerminate: 1},
+		"spot_0":  {report.SlowPolling: 1},
+		"gce_0":   {report.NoMetadataHeader: 2, report.LongPollWithoutETag: 1},
+		"quiet_0": {},
+		"ec2_0":   {report.Throttled: 3},
+	}
+	for name, w := range want {
+		if got := findings(vms[name].Findings); !sameCounts(got, w) {
+			t.Errorf("%s: findings %v, want %v\n%+v", name, got, w, vms[name].Findings)
+		}
+	}
+	// 3 without the header, 2 at the preview, a GET and a POST.
+	if v := vms["web_0"]; v.Requests != 7 || len(v.APIVersions) != 2 ||
+		v.APIVersions[0].Version != "2020-07-01" || v.APIVersions[0].Requests != 5 || v.APIVersions[1].Requests != 2 {
+		t.Errorf("web_0: %d requests, api-versions %+v; want 7, 2020-07-01×5 and 2017-03-01×2", v.Requests, v.APIVersions)
+	}
+	if v := vms["gce_0"]; v.LongPolls == nil || v.LongPolls.Made != 2 || v.LongPolls.Held != 0 || v.Requests != 4 {
+		t.Errorf("gce_0: %d requests, long-polls %+v; want 4, made 2, held 0", v.Requests, v.LongPolls)
+	}
+	if v := vms["spot_0"]; v.LongestPendingGapSeconds < 5.5 || v.LongestPendingGapSeconds > 8 || v.Requests != 3 ||
+		len(v.PendingEvents) != 1 || v.PendingEvents[0] != preempt {
+		t.Errorf("spot_0: %d requests, longest gap while pending %vs, pending %v; want 3, 5.5s to 8s, [%s]",
+			v.Requests, v.LongestPendingGapSeconds, v.PendingEvents, preempt)
+	}
+	if v := vms["quiet_0"]; v.Requests != 0 || !v.FirstCall.IsZero() {
+		t.Errorf("quiet_0: %d requests, first call %v; want none", v.Requests, v.FirstCall)
+	}
+	events := map[string]report.Event{}
+	for _, e := range rep.Events {
+		events[e.ID] = e
+	}
+	wantEv := map[string]map[string]uint64{
+		preempt: {},
+		term:    {report.ApprovedByNonOwner: 1},
+		freeze:  {report.ApprovedAfterNotBefore: 1},
+		quiet:   {report.NeverSeen: 1},
+	}
+	for id, w := range wantEv {
+		if got := findings(events[id].Findings); !sameCounts(got, w) {
+			t.Errorf("event %s (%s): findings %v, want %v\n%+v", id, events[id].Type, got, w, events[id].Findings)
+		}
+	}
+	if e := events[freeze]; e.SeenBy != "web_0" || e.SeenAt.Before(e.Created) || e.NotBefore.IsZero() {
+		t.Errorf("Freeze seen by %q at %v (created %v), NotBefore %v; want web_0 after creation, NotBefore known", e.SeenBy, e.SeenAt, e.Created, e.NotBefore)
+	}
+	if e := events[term]; e.SeenBy != "vmss_1" {
+		t.Errorf("Terminate seen by %q, want vmss_1 (at 2020-07-01; 2017-08-01 hides it)", e.SeenBy)
+	}
+
+	// --vm: one VM and the events that name it, approved by it or seen by it first.
+	one := reportJSON(t, s, "--vm", "vmss_1")
+	if len(one.VMs) != 1 || one.VMs[0].Name != "vmss_1" || len(one.Events) != 1 || one.Events[0].ID != term {
+		t.Errorf("--vm vmss_1: %d VMs, events %+v; want vmss_1 and the Terminate", len(one.VMs), one.Events)
+	}
+	// The table names each finding and each event.
+	table := s.mustCLI(t, "report")
+	for _, want := range []string{"no-metadata-header×3", "throttled×3", "late-approval×1", "slow-polling×1",
+		"approved-others-terminate×1", "never-seen: no VM of its scope", "VM      FINDING", "2020-07-01×5,2017-03-01×2"} {
+		if !strings.Contains(table, want) {
+			t.Errorf("table lacks %q:\n%s", want, table)
+		}
+	}
+	if _, errOut, code := s.cli(t, "report", "--vm", "nobody"); code != 1 || !strings.Contains(errOut, `no VM named "nobody"`) {
+		t.Errorf("report --vm nobody: exit %d, %q; want 1 naming the VM", code, errOut)
+	}
+	if _, errOut, code := s.cli(t, "report", "extra"); code != 2 || !strings.Contains(errOut, `unexpected argument "extra"`) {
+		t.Errorf("report extra: exit %d, %q; want 2", code, errOut)
+	}
+}
