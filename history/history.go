@@ -152,7 +152,10 @@ type ring struct {
 	inflight atomic.Int32
 	held     atomic.Int32
 	lastEnd  atomic.Int64
-	idx      int32 // in History.rings
+	// maintPolls and noETag count wait_for_change requests on
+	// maintenance-event, and those without last_etag, as they begin.
+	maintPolls, noETag atomic.Int64
+	idx                int32 // in History.rings
 }
 
 // History holds the rings of a fleet's VMs. A nil *History records
@@ -264,10 +267,9 @@ type Writer struct {
 
 // Writer flags, noted by handlers.
 const (
-	flagNoHeader uint8 = 1 << iota
-	flagNoETag
-	flagHeld // a maintenance-event long-poll is held; Done releases it
-	flagMaintPoll
+	flagNoHeader  uint8 = 1 << iota
+	flagHeld            // a maintenance-event long-poll is held; Done releases it
+	flagMaintPoll       // a maintenance-event long-poll
 )
 
 // WriteHeader notes the first status code and passes it on.

@@ -45,7 +45,6 @@ type stats struct {
 	maxPend, maxPendEnd int64
 	slow                uint64
 	noHeader, throttled uint64
-	noETag, maintPolls  uint64
 	versions            [maxVersions]struct {
 		id uint16
 		n  uint64
@@ -88,12 +87,6 @@ func (st *stats) add(hw *Writer, api API, code int, start int64, version uint16,
 	if hw.flags&flagNoHeader != 0 {
 		st.noHeader++
 	}
-	if hw.flags&flagNoETag != 0 {
-		st.noETag++
-	}
-	if hw.flags&flagMaintPoll != 0 {
-		st.maintPolls++
-	}
 	if api == Azure && version != 0 && path == eventsPath {
 		st.addVersion(version)
 	}
@@ -132,14 +125,17 @@ func NoteNoHeader(w http.ResponseWriter) {
 
 // NoteLongPoll notes, on the request answered through w, a
 // wait_for_change request: on instance/maintenance-event when maint,
-// and with a last_etag when withETag.
+// and with a last_etag when withETag. It is counted at once, not when
+// the request is done: a long-poll may be held for as long as nothing
+// changes.
 func NoteLongPoll(w http.ResponseWriter, maint, withETag bool) {
 	if hw := find(w); hw != nil {
 		if maint {
 			hw.flags |= flagMaintPoll
+			hw.ring.maintPolls.Add(1)
 		}
 		if !withETag {
-			hw.flags |= flagNoETag
+			hw.ring.noETag.Add(1)
 		}
 	}
 }
@@ -204,10 +200,11 @@ type Stats struct {
 	SlowGaps             uint64
 	// NoHeader counts requests refused for a missing metadata header,
 	// Throttled those answered 429, NoETag wait_for_change requests
-	// without last_etag.
+	// without last_etag (from when they began).
 	NoHeader, Throttled, NoETag uint64
 	// MaintenanceLongPolls counts wait_for_change requests on
-	// maintenance-event; HeldLongPolls those held now.
+	// maintenance-event, from when they began; HeldLongPolls those held
+	// now.
 	MaintenanceLongPolls uint64
 	HeldLongPolls        int
 	// APIVersions are the Scheduled Events api-versions used, at most 4,
@@ -243,8 +240,8 @@ func (h *History) Stats(vm string) (Stats, bool) {
 		LastEnd: tm(rg.lastEnd.Load()), InFlight: int(max(rg.inflight.Load(), 0)),
 		LongestGap: time.Duration(st.maxGap), LongestGapEnd: tm(st.maxGapEnd),
 		LongestPendingGap: time.Duration(st.maxPend), LongestPendingGapEnd: tm(st.maxPendEnd), SlowGaps: st.slow,
-		NoHeader: st.noHeader, Throttled: st.throttled, NoETag: st.noETag,
-		MaintenanceLongPolls: st.maintPolls, HeldLongPolls: int(max(rg.held.Load(), 0)),
+		NoHeader: st.noHeader, Throttled: st.throttled, NoETag: uint64(rg.noETag.Load()),
+		MaintenanceLongPolls: uint64(rg.maintPolls.Load()), HeldLongPolls: int(max(rg.held.Load(), 0)),
 		OtherVersions: st.otherVersions, ForeignApprovals: st.foreign, LateApprovals: st.late,
 	}
 	for _, v := range st.versions {

@@ -35,6 +35,7 @@ commands:
   agent        run the node agent on a VM: watch its events, run handlers, approve
   audit        show the operator actions the server recorded
   report       what each VM's client did against what the seeds ask of it
+  scenario     play a scenario file against a server and check its clients (CI)
   cluster      show the replicas sharing the store, the leader and their lag
   bench        the load harness: polling load, long-poll fan-out, engine scale
 
@@ -71,6 +72,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runAudit(ctx, args[1:], stdout, stderr)
 	case "report":
 		return runReport(ctx, args[1:], stdout, stderr)
+	case "scenario":
+		return runScenario(ctx, args[1:], stdout, stderr)
 	case "cluster":
 		return runCluster(ctx, args[1:], stdout, stderr)
 	case "bench":
