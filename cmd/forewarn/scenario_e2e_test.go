@@ -8,6 +8,7 @@ import (
 	"encoding/xml"
 	"io"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -303,3 +304,55 @@ type junitRead struct {
 		} `xml:"testcase"`
 	} `xml:"testsuite"`
 }
+
+// TestScenarioAgainstServer runs a scenario with --server against a
+// running server that has an operator token: its fleet must agree with
+// the server's, its counts start when its timeline does, and a client
+// that approves passes.
+func TestScenarioAgainstServer(t *testing.T) {
+	dir := t.TempDir()
+	fleet := filepath.Join(dir, "fleet.yaml")
+	if err := os.WriteFile(fleet, []byte("vms:\n  - {name: web_0, ip: 127.0.0.2}\n  - {name: web_1, ip: 127.0.0.3}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := startServerToken(t, filepath.Join(dir, "data"), fleet)
+	// Before the scenario: a request without the header, which its
+	// counts must leave out.
+	if code, _ := vmGet(t, s, "127.0.0.2", "GET", "/metadata/scheduledevents?api-version=2020-07-01"); code != 400 {
+		t.Fatalf("GET without Metadata: %d", code)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	wg.Go(func() { play(ctx, s.metadata, &forewarn.VM{Name: "web_0", IP: netipOf("127.0.0.2"), Provider: forewarn.Azure}, playGood) })
+
+	scenario := func(src string) (string, string, int) {
+		file := filepath.Join(t.TempDir(), "s.yaml")
+		if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return s.cli(t, "scenario", "run", file, "--server", "http://"+s.adm, "--wait-for-clients", "5s")
+	}
+	out, errOut, code := scenario(`fleet:
+  vms:
+    - {name: web_0, ip: 127.0.0.2}
+steps:
+  - create: {type: Reboot, vm: web_0, notice: 3s, lasts: 1s, id: r1}
+expect:
+  - approved: {event: r1, by: web_0, within: 2s}
+  - noFinding: {kind: no-metadata-header, vm: web_0}
+`)
+	if code != 0 || !strings.Contains(out, "ok   approved r1 by web_0 within 2s") || !strings.Contains(out, "ok   web_0: no finding no-metadata-header") {
+		t.Errorf("exit %d\n%s%s", code, out, errOut)
+	}
+	_, errOut, code = scenario("fleet:\n  vms:\n    - {name: web_0, ip: 127.0.0.9}\nsteps:\n  - create: {type: Reboot, vm: web_0}\n")
+	if code != 2 || !strings.Contains(errOut, "fleet: VM web_0 is azure 127.0.0.9 in the scenario but azure 127.0.0.2 on the server") {
+		t.Errorf("a fleet that differs: exit %d, %q; want 2 naming the difference", code, errOut)
+	}
+	_, errOut, code = scenario("steps:\n  - create: {type: Reboot, vm: web_1, notice: 3s}\n")
+	if code != 1 || !strings.Contains(errOut, "no call from web_1 within --wait-for-clients 5s") {
+		t.Errorf("a silent client: exit %d, %q; want 1 naming it", code, errOut)
+	}
+}
+
+func netipOf(s string) netip.Addr { return netip.MustParseAddr(s) }
