@@ -324,7 +324,9 @@ func TestScenarioAgainstServer(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	defer func() { cancel(); wg.Wait() }()
-	wg.Go(func() { play(ctx, s.metadata, &forewarn.VM{Name: "web_0", IP: netipOf("127.0.0.2"), Provider: forewarn.Azure}, playGood) })
+	wg.Go(func() {
+		play(ctx, s.metadata, &forewarn.VM{Name: "web_0", IP: netipOf("127.0.0.2"), Provider: forewarn.Azure}, playGood)
+	})
 
 	scenario := func(src string) (string, string, int) {
 		file := filepath.Join(t.TempDir(), "s.yaml")
