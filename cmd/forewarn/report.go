@@ -18,7 +18,7 @@ const reportSynopsis = "[--vm NAME] [--json]"
 // who saw them and their findings.
 func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	c := newCommand("report", reportSynopsis)
-	vm := c.fs.String("vm", "", "report the VM `name`d alone, and its events")
+	vm := c.fs.String("vm", "", "report only the VM with this `name`, and its events")
 	asJSON := c.fs.Bool("json", false, "print the operator API's JSON")
 	return c.run(args, stderr, func(pos []string) error {
 		if err := noArgs(pos); err != nil {
