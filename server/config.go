@@ -186,7 +186,7 @@ func (c *Config) Validate() error {
 		return forewarn.Errorf(forewarn.EINVALID, "--store %q: want bolt (embedded, one server) or etcd (several replicas), or mem (in memory, kept nowhere)", c.Store)
 	}
 	if c.RequestHistory < 0 || c.RequestHistory > history.MaxSize {
-		return forewarn.Errorf(forewarn.EINVALID, "--request-history %d: want 0 (keep none) to %d requests per VM", c.RequestHistory, history.MaxSize)
+		return forewarn.Errorf(forewarn.EINVALID, "--request-history %d: want 0 (keep no requests, only the report's counts) to %d requests per VM", c.RequestHistory, history.MaxSize)
 	}
 	if err := checkRateLimit("--aws-rate-limit", c.AWSRateLimit); err != nil {
 		return err
