@@ -440,13 +440,19 @@ func (s *Server) approve(w http.ResponseWriter, r *http.Request, vm *forewarn.VM
 			return
 		}
 	}
+	// Each ID once: a body may name one event a thousand times, and
+	// each is looked up below.
 	ids := make([]string, 0, len(req.StartRequests))
+	named := make(map[string]bool, len(req.StartRequests))
 	for _, sr := range req.StartRequests {
 		if sr.EventID == "" {
 			writeError(w, http.StatusBadRequest, msgBadBody)
 			return
 		}
-		ids = append(ids, sr.EventID)
+		if !named[sr.EventID] {
+			named[sr.EventID] = true
+			ids = append(ids, sr.EventID)
+		}
 	}
 	if len(ids) == 0 {
 		w.WriteHeader(http.StatusOK)
@@ -461,11 +467,14 @@ func (s *Server) approve(w http.ResponseWriter, r *http.Request, vm *forewarn.VM
 		}
 	}
 	// The events as they were before this approval, to note approvals
-	// the report points out.
+	// the report points out: from the VM's published view, which holds
+	// every event it may approve, so nothing is copied and the engine is
+	// not locked (an event may name 100,000 VMs).
 	var before []*forewarn.Event
-	if s.history != nil {
-		for _, id := range ids {
-			if ev, err := s.eng.Event(id); err == nil {
+	view := s.eng.View(vm.Name)
+	if s.history != nil && view != nil {
+		for _, ev := range view.Events {
+			if named[ev.ID] {
 				before = append(before, ev)
 			}
 		}
@@ -485,7 +494,7 @@ func (s *Server) approve(w http.ResponseWriter, r *http.Request, vm *forewarn.VM
 	}
 	history.NoteApproved(w, ids)
 	for _, ev := range before {
-		s.history.NoteApproval(w, ev.ID, ev.Type == forewarn.Terminate && !ev.Affects(vm.Name), s.late(ev, now))
+		s.history.NoteApproval(w, ev.ID, ev.Type == forewarn.Terminate && !view.Own(ev), s.late(ev, now))
 	}
 	w.WriteHeader(http.StatusOK)
 }

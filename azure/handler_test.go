@@ -16,6 +16,7 @@ import (
 	"github.com/forewarn/forewarn"
 	"github.com/forewarn/forewarn/azure"
 	"github.com/forewarn/forewarn/engine"
+	"github.com/forewarn/forewarn/history"
 	"github.com/forewarn/forewarn/mem"
 )
 
@@ -417,4 +418,31 @@ func TestShutdownReleasesFirstCall(t *testing.T) {
 			t.Fatalf("after Shutdown: %d in %v", w.Code, time.Since(start))
 		}
 	})
+}
+
+// TestApprovalNamingOneEventManyTimes: a body naming one event a
+// thousand times approves it once and is counted once (an approval of
+// another VM's Terminate, for the report), not a thousand times.
+func TestApprovalNamingOneEventManyTimes(t *testing.T) {
+	e, h := setup(t)
+	s := h.(*azure.Server)
+	hist := history.New([]string{"web_0", "web_1", "db_0", "gce_0"}, history.DefaultSize)
+	s.SetHistory(hist)
+	ev, err := e.Create(t.Context(), engine.Spec{Type: forewarn.Terminate, VMs: []string{"web_1"}, Source: forewarn.User})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reqs := strings.Repeat(`{"EventId":"`+ev.ID+`"},`, 1000)
+	body := `{"StartRequests":[` + reqs[:len(reqs)-1] + `]}`
+	if w := do(h, req{method: "POST", target: path + "2020-07-01", body: body}); w.Code != 200 {
+		t.Fatalf("approval: %d %s", w.Code, w.Body)
+	}
+	st, _ := hist.Stats("web_0")
+	if st.ForeignApprovals != 1 {
+		t.Errorf("ForeignApprovals %d, want 1", st.ForeignApprovals)
+	}
+	got, _ := e.Event(ev.ID)
+	if got.Status != forewarn.Started || len(got.Approvals) != 1 || got.Approvals[0].By != "web_0" {
+		t.Errorf("event %s, approvals %+v; want Started, approved once by web_0", got.Status, got.Approvals)
+	}
 }

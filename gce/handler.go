@@ -369,7 +369,15 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			history.NotePoll(w, history.Timeout)
 		}
 	}
-	if ref := d.ref(key); ref != nil && !n.absent {
+	if n.dir && p.recursive {
+		// A recursive read of instance/ or of the root (as guest
+		// agents make) shows every dynamic key below it.
+		for i, k := range overKeys[:3] {
+			if d.refs[i] != nil && strings.HasPrefix(k, key) {
+				s.history.See(w, d.refs[i])
+			}
+		}
+	} else if ref := d.ref(key); ref != nil && !n.absent {
 		s.history.See(w, ref)
 	}
 	write(w, n, p)

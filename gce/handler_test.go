@@ -16,6 +16,7 @@ import (
 	"github.com/forewarn/forewarn"
 	"github.com/forewarn/forewarn/engine"
 	"github.com/forewarn/forewarn/gce"
+	"github.com/forewarn/forewarn/history"
 	"github.com/forewarn/forewarn/mem"
 )
 
@@ -679,4 +680,35 @@ func TestEvictSpot(t *testing.T) {
 		}
 		text(t, get(h, preAddr, "instance/preempted"), "TRUE")
 	})
+}
+
+// TestRecursiveReadSeesEvents: a recursive read of instance/ or of the
+// root, as guest agents make, shows maintenance-event, so it marks the
+// event seen for the report; a recursive read elsewhere does not.
+func TestRecursiveReadSeesEvents(t *testing.T) {
+	for _, c := range []struct {
+		target string
+		sees   bool
+	}{
+		{v1 + "instance/?recursive=true", true},
+		{v1 + "?recursive=true", true},
+		{v1 + "project/?recursive=true", false},
+		{v1 + "instance/?recursive=false", false},
+	} {
+		e, s := setup(t)
+		names := make([]string, 0, len(e.Fleet().VMs))
+		for _, vm := range e.Fleet().VMs {
+			names = append(names, vm.Name)
+		}
+		h := history.New(names, history.DefaultSize)
+		s.SetHistory(h)
+		ev := create(t, e, engine.Spec{Type: forewarn.MigrateOnHostMaintenance, VMs: []string{"vm"}, Started: true, Lasts: time.Minute})
+		if w := do(s, req{target: c.target}); w.Code != 200 {
+			t.Fatalf("%s: %d %s", c.target, w.Code, w.Body)
+		}
+		seen, ok := h.Seen(ev.ID)
+		if ok != c.sees || ok && seen.By != "vm" {
+			t.Errorf("%s: seen %+v (ok %v), want seen by vm %v", c.target, seen, ok, c.sees)
+		}
+	}
 }

@@ -19,9 +19,12 @@ package history
 import (
 	"math"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // DefaultSize is the number of requests kept per VM unless the server
@@ -118,8 +121,8 @@ type slot struct {
 	status   uint16
 	api      API
 	poll     Poll
-	// post reports a POST (approvals); other requests are GETs as far
-	// as the history cares, with the method kept coarse to stay small.
+	// method indexes methods: GET, POST (approvals), PUT (EC2 tokens)
+	// or OTHER, kept coarse to stay small.
 	method uint8
 }
 
@@ -231,7 +234,7 @@ func (h *History) intern(s string, refused bool) uint16 {
 		return 1
 	}
 	s = string([]byte(s)) // keep no part of the request
-	nt := &table{ids: make(map[string]uint16, len(t.ids)+1), strs: append(t.strs[:len(t.strs):len(t.strs)], s)}
+	nt := &table{ids: make(map[string]uint16, len(t.ids)+1), strs: append(t.strs[:len(t.strs):len(t.strs)], printable(s))}
 	for k, v := range t.ids {
 		nt.ids[k] = v
 	}
@@ -239,6 +242,19 @@ func (h *History) intern(s string, refused bool) uint16 {
 	nt.ids[s] = id
 	h.strs.Store(nt)
 	return id
+}
+
+// printable returns s as the operator may be shown it: a caller's path
+// or api-version with its control characters (an escape sequence for
+// the operator's terminal, a tab or newline that breaks a table) and
+// bytes that are not UTF-8 each shown as '?'.
+func printable(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r == utf8.RuneError || unicode.IsControl(r) {
+			return '?'
+		}
+		return r
+	}, s)
 }
 
 // Writer is the http.ResponseWriter a recorded request is answered

@@ -203,3 +203,27 @@ func TestSize(t *testing.T) {
 		}
 	}
 }
+
+// TestRecordedStringsArePrintable: a VM's path or api-version with
+// control characters (a terminal escape sequence, a tab, a newline) or
+// bytes that are not UTF-8 is recorded with each shown as '?', so that
+// vm show and report cannot write escapes to the operator's terminal.
+func TestRecordedStringsArePrintable(t *testing.T) {
+	h := history.New([]string{"a"}, history.DefaultSize)
+	w := h.Start(httptest.NewRecorder(), "a")
+	w.WriteHeader(400)
+	h.Done(w, history.Azure, "GET", "/metadata/\x1b[2J\tx\ny\xff", "2020-07-01\x07")
+	got, _ := h.Entries("a")
+	if want := "/metadata/?[2J?x?y?"; got[0].Path != want {
+		t.Errorf("path recorded as %q, want %q", got[0].Path, want)
+	}
+	if want := "2020-07-01?"; got[0].APIVersion != want {
+		t.Errorf("api-version recorded as %q, want %q", got[0].APIVersion, want)
+	}
+	// The same raw string again maps to the same entry.
+	w = h.Start(httptest.NewRecorder(), "a")
+	h.Done(w, history.Azure, "GET", "/metadata/\x1b[2J\tx\ny\xff", "")
+	if got, _ := h.Entries("a"); got[0].Path != "/metadata/?[2J?x?y?" {
+		t.Errorf("second time: %q", got[0].Path)
+	}
+}

@@ -337,7 +337,10 @@ func buildEvents(evs []*forewarn.Event, now time.Time) *eventsView {
 		if span <= 0 {
 			return timelineWidth - timelineMargin
 		}
-		return timelineMargin + int64(timelineWidth-2*timelineMargin)*int64(t.Sub(from))/int64(span)
+		// In floating point: the product of a span of months in
+		// nanoseconds and the width overflows an int64.
+		p := timelineMargin + int64(float64(timelineWidth-2*timelineMargin)*(float64(t.Sub(from))/float64(span)))
+		return min(max(p, 0), timelineWidth)
 	}
 	x := func(t time.Time) string { return percent(permille(t)) }
 	v.From, v.To, v.Now = from.UTC().Format(timeFormat), to.UTC().Format(timeFormat), x(now)

@@ -174,6 +174,23 @@ func TestEventsTimeline(t *testing.T) {
 	}
 }
 
+// TestLongTimeline: a timeline of months (a degraded VM's Redeploy
+// 2,700 hours out) places its marks as a short one does; the span in
+// nanoseconds times the width overflowed an int64.
+func TestLongTimeline(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)
+	ev := &forewarn.Event{ID: "E1", Type: forewarn.Redeploy, Status: forewarn.Scheduled, Resources: []string{"a"},
+		Created: t0, NotBefore: t0.Add(2700 * time.Hour)}
+	v := buildEvents([]*forewarn.Event{ev}, t0.Add(1350*time.Hour))
+	var marks []string
+	for _, m := range v.Events[0].Marks {
+		marks = append(marks, m.Class+"@"+m.X)
+	}
+	if want := []string{"created@1.0%", "notbefore@99.0%"}; !slices.Equal(marks, want) || v.Now != "50.0%" {
+		t.Fatalf("marks %v now %s; want %v now 50.0%%", marks, v.Now, want)
+	}
+}
+
 // TestWriteEvent checks the event-stream framing: one data line per
 // line, carriage returns as character references, a blank line at the
 // end.

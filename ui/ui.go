@@ -36,6 +36,7 @@ import (
 	"net/http"
 	"path"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/forewarn/forewarn"
@@ -120,8 +121,9 @@ type Handler struct {
 	mux        *http.ServeMux
 	hub        *hub
 	maxStreams int
-	// quit is closed by Shutdown and ends every stream.
-	quit chan struct{}
+	// quit is closed by Shutdown, once, and ends every stream.
+	quit     chan struct{}
+	quitOnce sync.Once
 }
 
 // Log attribute keys.
@@ -169,11 +171,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.Serv
 // Shutdown ends every event stream, so that an http.Server's Shutdown
 // need not wait for them; later streams are refused.
 func (h *Handler) Shutdown() {
-	select {
-	case <-h.quit:
-	default:
-		close(h.quit)
-	}
+	h.quitOnce.Do(func() { close(h.quit) })
 }
 
 // Public reports whether a GET of path serves only the page shell or a

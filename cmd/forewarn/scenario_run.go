@@ -213,6 +213,7 @@ type addrWriter struct {
 	buf             []byte
 	metadata, admin string
 	ready           chan struct{}
+	announced       bool // the addresses were printed and ready closed
 }
 
 func newAddrWriter(w io.Writer) *addrWriter { return &addrWriter{w: w, ready: make(chan struct{})} }
@@ -234,7 +235,8 @@ func (a *addrWriter) Write(b []byte) (int, error) {
 		if v, ok := strings.CutPrefix(line, "operator API listening on "); ok {
 			a.admin = v
 		}
-		if a.metadata != "" && a.admin != "" {
+		if a.metadata != "" && a.admin != "" && !a.announced {
+			a.announced = true
 			fmt.Fprintf(a.w, "metadata API listening on %s\noperator API listening on %s\n", a.metadata, a.admin)
 			close(a.ready)
 		}
@@ -401,7 +403,13 @@ func (r *runner) play(ctx context.Context, s *step) error {
 	var err error
 	ref := ""
 	if s.ref != "" {
-		ref = r.ids[s.ref].events[0]
+		// A step naming an event whose own step failed fails too,
+		// with the reason, rather than acting on nothing.
+		p := r.ids[s.ref]
+		if p == nil || len(p.events) == 0 {
+			return fmt.Errorf("event %s was not created: its step failed", s.ref)
+		}
+		ref = p.events[0]
 	}
 	switch s.kind {
 	case "create":
@@ -860,7 +868,7 @@ func (r *runner) ids2labels(s string) string {
 	return s
 }
 
-// junit is the JUnit XML CI systems read.
+// junitSuites is the JUnit XML CI systems read.
 type junitSuites struct {
 	XMLName  xml.Name     `xml:"testsuites"`
 	Tests    int          `xml:"tests,attr"`
