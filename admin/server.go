@@ -12,7 +12,8 @@
 // internal error is logged, never sent.
 //
 // The server also serves the operator's live dashboard, package ui,
-// under /ui/, behind the same token.
+// under /ui/: its page shell and static files, which hold no fleet data,
+// without the token, and its fragments and stream behind it.
 package admin
 
 import (

@@ -66,6 +66,14 @@ const (
 	ApprovedAfterNotBefore = "approved-after-not-before"
 )
 
+// VMFindings and EventFindings list the finding kinds, as the scenario
+// runner's noFinding accepts them: add a new kind here too.
+var (
+	VMFindings = []string{SlowPolling, NoMetadataHeader, Throttled, PreviewAPIVersion, VersionHidesEvents,
+		LongPollWithoutETag, ApprovedOthersTerminate, LateApproval}
+	EventFindings = []string{NeverSeen, ApprovedByNonOwner, ApprovedAfterNotBefore}
+)
+
 // Finding is one thing a client did that the seeds advise against, and
 // how often.
 type Finding struct {

@@ -83,7 +83,8 @@ type Config struct {
 	// MaxLongPolls caps each GCE VM's held wait_for_change requests.
 	MaxLongPolls int
 	// RequestHistory is how many recent metadata requests the server
-	// keeps per VM for 'forewarn vm show'; 0 keeps none.
+	// keeps per VM for 'forewarn vm show'; 0 keeps none (the counts of
+	// 'forewarn report' are kept whatever it is).
 	RequestHistory int
 	// ShutdownTimeout bounds how long in-flight requests may take to
 	// finish once Run's context ends; the connections still open then

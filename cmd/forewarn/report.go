@@ -55,19 +55,19 @@ func printReport(w io.Writer, rep *report.Report) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	var any bool
+	var found bool
 	for _, v := range rep.VMs {
 		for _, f := range v.Findings {
-			if !any {
+			if !found {
 				fmt.Fprintln(w)
 				tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 				fmt.Fprintln(tw, "VM\tFINDING\tCOUNT\tDETAIL")
-				any = true
+				found = true
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", v.Name, f.Kind, f.Count, f.Detail)
 		}
 	}
-	if any {
+	if found {
 		if err := tw.Flush(); err != nil {
 			return err
 		}

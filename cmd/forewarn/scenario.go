@@ -641,14 +641,10 @@ func (p *parser) expectation(n *yaml.Node, where string) (*expectation, error) {
 }
 
 // findingKinds are the report's finding kinds, for noFinding.
-var findingKinds = []string{report.SlowPolling, report.NoMetadataHeader, report.Throttled, report.PreviewAPIVersion,
-	report.VersionHidesEvents, report.LongPollWithoutETag, report.ApprovedOthersTerminate, report.LateApproval,
-	report.NeverSeen, report.ApprovedByNonOwner, report.ApprovedAfterNotBefore}
+var findingKinds = slices.Concat(report.VMFindings, report.EventFindings)
 
 // eventFinding reports whether kind is a finding about events.
-func eventFinding(kind string) bool {
-	return kind == report.NeverSeen || kind == report.ApprovedByNonOwner || kind == report.ApprovedAfterNotBefore
-}
+func eventFinding(kind string) bool { return slices.Contains(report.EventFindings, kind) }
 
 // testName is the expectation's JUnit testcase name.
 func (e *expectation) testName() string {
