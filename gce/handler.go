@@ -243,31 +243,21 @@ func parseParams(raw string) (params, string) {
 // ServeHTTP serves "/", "/computeMetadata/" and everything below
 // /computeMetadata/v1/.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	hw := s.history.Start(w, s.callerName(r))
+	// The caller is looked up once, for the history and the answer.
+	vm := s.Caller(r)
+	hw := s.history.Start(w, history.NameOf(vm))
 	w, start := s.metrics.Start(hw, r)
-	s.serve(w, r)
+	s.serve(w, r, vm)
 	s.metrics.Done(w, r, route(r.URL.Path), start)
 	if s.history != nil {
 		s.history.Done(hw, history.GCE, r.Method, r.URL.Path, "")
 	}
 }
 
-// callerName returns the name of the VM Caller identifies, when requests
-// are recorded, or "".
-func (s *Server) callerName(r *http.Request) string {
-	if s.history == nil {
-		return ""
-	}
-	if vm := s.Caller(r); vm != nil {
-		return vm.Name
-	}
-	return ""
-}
-
-func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+// serve answers r from vm, the VM Caller identifies, or nil.
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, vm *forewarn.VM) {
 	h := w.Header()
 	h["Metadata-Flavor"] = hdrGoogle
-	vm := s.Caller(r)
 	switch {
 	case vm == nil:
 		addr := r.RemoteAddr

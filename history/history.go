@@ -25,6 +25,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/forewarn/forewarn"
 )
 
 // DefaultSize is the number of requests kept per VM unless the server
@@ -342,6 +344,15 @@ func NoteApproved(w http.ResponseWriter, ids []string) {
 		}
 		hw.approved = &c
 	}
+}
+
+// NameOf returns vm's name, or "" for nil: the name Start takes for a
+// caller that may be no VM of the fleet.
+func NameOf(vm *forewarn.VM) string {
+	if vm == nil {
+		return ""
+	}
+	return vm.Name
 }
 
 // Start begins recording a request of vm answered through w: serve it

@@ -439,14 +439,22 @@ func metadataHandler(az *azure.Server, g *gce.Server, ec2 *aws.Server) http.Hand
 			g.ServeHTTP(w, r)
 		case p == "/latest" || strings.HasPrefix(p, "/latest/"):
 			ec2.ServeHTTP(w, r)
-		case g.Caller(r) != nil && g.Caller(r).Provider == forewarn.GCE:
+		case provider(g.Caller(r)) == forewarn.GCE:
 			g.ServeHTTP(w, r)
-		case ec2.Caller(r) != nil && ec2.Caller(r).Provider == forewarn.AWS:
+		case provider(ec2.Caller(r)) == forewarn.AWS:
 			ec2.ServeHTTP(w, r)
 		default:
 			az.ServeHTTP(w, r)
 		}
 	})
+}
+
+// provider returns vm's provider, or "" for nil.
+func provider(vm *forewarn.VM) forewarn.Provider {
+	if vm == nil {
+		return ""
+	}
+	return vm.Provider
 }
 
 // adminToken reads the operator token from path, generating a random one
