@@ -38,14 +38,25 @@ func NewClient(baseURL string, hc *http.Client) *Client {
 	return &Client{base: strings.TrimRight(baseURL, "/"), hc: hc}
 }
 
-// CreateEvent creates an event.
+// CreateEvent creates the events of req and returns the first: one
+// event, unless req names VMs of several scope groups (see CreateEvents).
 // Errors: EINVALID for a bad request, ENOTFOUND for an unknown VM.
 func (c *Client) CreateEvent(ctx context.Context, req CreateRequest) (*forewarn.Event, error) {
-	var ev forewarn.Event
-	if err := c.do(ctx, http.MethodPost, "/v1/events", req, &ev); err != nil {
+	cr, err := c.CreateEvents(ctx, req)
+	if err != nil {
 		return nil, err
 	}
-	return &ev, nil
+	return &cr.Event, nil
+}
+
+// CreateEvents creates the events of req, one per scope group of the
+// VMs it names, and returns the first with the IDs of all.
+func (c *Client) CreateEvents(ctx context.Context, req CreateRequest) (*Created, error) {
+	var cr Created
+	if err := c.do(ctx, http.MethodPost, "/v1/events", req, &cr); err != nil {
+		return nil, err
+	}
+	return &cr, nil
 }
 
 // Events returns every event, active and ended, oldest first.

@@ -298,12 +298,59 @@ func (s *Server) handleCreateEvent(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	ev, err := s.eng.Create(r.Context(), spec)
+	evs, err := s.eng.CreateAll(r.Context(), spec)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	s.writeJSON(w, r, http.StatusCreated, ev)
+	s.writeJSON(w, r, http.StatusCreated, newCreated(evs))
+}
+
+// Created is the answer to POST /v1/events: the first event the request
+// made, with the fields of GET /v1/events/{id}, and EventIDs, the IDs of
+// every event it made. A request naming VMs of several scope groups
+// makes one event per group (engine.CreateAll), in the order of each
+// group's first VM in the request.
+type Created struct {
+	forewarn.Event
+	EventIDs []string
+}
+
+func newCreated(evs []*forewarn.Event) *Created {
+	c := &Created{Event: *evs[0], EventIDs: make([]string, len(evs))}
+	for i, ev := range evs {
+		c.EventIDs[i] = ev.ID
+	}
+	return c
+}
+
+// MarshalJSON writes the event's fields and "eventIds".
+func (c Created) MarshalJSON() ([]byte, error) {
+	b, err := json.Marshal(c.Event)
+	if err != nil {
+		return nil, err
+	}
+	ids, err := json.Marshal(c.EventIDs)
+	if err != nil {
+		return nil, err
+	}
+	b = append(b[:len(b)-1], `,"eventIds":`...)
+	return append(append(b, ids...), '}'), nil
+}
+
+// UnmarshalJSON reads the form MarshalJSON writes.
+func (c *Created) UnmarshalJSON(b []byte) error {
+	if err := json.Unmarshal(b, &c.Event); err != nil {
+		return err
+	}
+	var ids struct {
+		EventIDs []string `json:"eventIds"`
+	}
+	if err := json.Unmarshal(b, &ids); err != nil {
+		return err
+	}
+	c.EventIDs = ids.EventIDs
+	return nil
 }
 
 // spec checks req and converts it to an engine.Spec. The engine checks

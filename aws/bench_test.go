@@ -59,7 +59,7 @@ func benchEngine(tb testing.TB, f *forewarn.Fleet) (*engine.Engine, *Server) {
 	for i, vm := range f.VMs {
 		spec.VMs[i] = vm.Name
 	}
-	if _, err := e.Create(tb.Context(), spec); err != nil {
+	if _, err := e.CreateAll(tb.Context(), spec); err != nil { // one event per VM
 		tb.Fatal(err)
 	}
 	return e, s

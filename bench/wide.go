@@ -36,9 +36,15 @@ type WideConfig struct {
 // WideRun is the measurement of one fleet size.
 type WideRun struct {
 	VMs int `json:"vms"`
-	// Create, Start and Complete are the operator calls on the event,
-	// each from the call until the store has it and every VM's document
-	// is rendered anew. Restart opens the store and starts the engine and
+	// Events is how many events the one request naming every VM made:
+	// one per scope group (engine.CreateAll).
+	Events int `json:"events"`
+	// DocBytes is the largest document the last VM is served with its
+	// event Scheduled, over the three APIs' paths.
+	DocBytes int `json:"docBytes"`
+	// Create, Start and Complete are the operator calls on the events
+	// (CreateAll, StartAll, CompleteAll), each from the call until the
+	// store has them and every VM's document is rendered anew. Restart opens the store and starts the engine and
 	// the renderers with the event Scheduled.
 	Create   time.Duration `json:"create"`
 	Start    time.Duration `json:"start"`
@@ -130,6 +136,7 @@ func wideFleet(n, setSize int, p forewarn.Provider) *forewarn.Fleet {
 type served struct {
 	store *bolt.Store
 	eng   *engine.Engine
+	docs  [3]interface{ Documents(vm string) map[string]string }
 }
 
 func serve(ctx context.Context, path string, f *forewarn.Fleet) (*served, error) {
@@ -142,10 +149,8 @@ func serve(ctx context.Context, path string, f *forewarn.Fleet) (*served, error)
 		st.Close()
 		return nil, err
 	}
-	azure.NewServer(eng, nil)
-	gce.NewServer(eng, nil)
-	aws.NewServer(eng, nil)
-	return &served{store: st, eng: eng}, nil
+	return &served{store: st, eng: eng,
+		docs: [3]interface{ Documents(vm string) map[string]string }{azure.NewServer(eng, nil), gce.NewServer(eng, nil), aws.NewServer(eng, nil)}}, nil
 }
 
 func (s *served) close() {
@@ -183,17 +188,29 @@ func wideRun(ctx context.Context, cfg WideConfig, n int) (*WideRun, error) {
 	for i, vm := range f.VMs {
 		spec.VMs[i] = vm.Name
 	}
-	var ev *forewarn.Event
+	// One request naming every VM: one event per scope group.
+	var evs []*forewarn.Event
 	r.Create, r.Alloc[0], err = timed(func() (err error) {
-		ev, err = s.eng.Create(ctx, spec)
+		evs, err = s.eng.CreateAll(ctx, spec)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	spec.VMs = nil
+	ids := make([]string, len(evs))
+	for i, ev := range evs {
+		ids[i] = ev.ID
+	}
+	r.Events = len(evs)
+	evs = nil
 	if v := s.eng.View(f.VMs[n-1].Name); len(v.Events) != 1 {
 		return nil, fmt.Errorf("the last VM sees %d events, want 1", len(v.Events))
+	}
+	for _, d := range s.docs {
+		for _, doc := range d.Documents(f.VMs[n-1].Name) {
+			r.DocBytes = max(r.DocBytes, len(doc))
+		}
 	}
 	r.HeapExtra = inUse() - heap0
 	r.PeakExtra = procStatus("VmHWM") - r.BaseRSS
@@ -210,11 +227,11 @@ func wideRun(ctx context.Context, cfg WideConfig, n int) (*WideRun, error) {
 		return nil, err
 	}
 	base := baseline()
-	r.Start, r.Alloc[1], err = timed(func() error { return s.eng.Start(ctx, ev.ID) })
+	r.Start, r.Alloc[1], err = timed(func() error { return s.eng.StartAll(ctx, ids) })
 	if err != nil {
 		return nil, err
 	}
-	r.Complete, r.Alloc[2], err = timed(func() error { return s.eng.Complete(ctx, ev.ID) })
+	r.Complete, r.Alloc[2], err = timed(func() error { return s.eng.CompleteAll(ctx, ids) })
 	if err != nil {
 		return nil, err
 	}

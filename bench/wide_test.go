@@ -32,6 +32,17 @@ func TestWideEventIsLinear(t *testing.T) {
 				t.Fatal(err)
 			}
 			a, b := rep.Runs[0], rep.Runs[1]
+			// One request makes an event per scope group, and each VM's
+			// document names its own group only: under 1 KB but where
+			// one availability set holds the whole fleet.
+			groups := map[string]int{"azure standalone": large, "azure one availability set": 1, "azure sets of 100": large / 100, "gce": large, "aws": large}[c.name]
+			if b.Events != groups {
+				t.Errorf("%d events at %d VMs, want %d", b.Events, large, groups)
+			}
+			if c.cfg.SetSize != -1 && (b.DocBytes <= 0 || b.DocBytes >= 1024 && c.cfg.SetSize == 0) {
+				t.Errorf("the last VM's largest document is %d bytes at %d VMs, want 1..1023", b.DocBytes, large)
+			}
+			t.Logf("%d events; the last VM's largest document %d B at %d VMs, %d B at %d", b.Events, a.DocBytes, small, b.DocBytes, large)
 			for i, phase := range []string{"create", "start", "complete", "restart"} {
 				per := func(r bench.WideRun) float64 { return float64(r.Alloc[i]) / float64(r.VMs) }
 				t.Logf("%s: %.0f B per VM at %d VMs, %.0f at %d", phase, per(a), small, per(b), large)

@@ -25,6 +25,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -375,6 +376,13 @@ func (s *Store) Commit(ctx context.Context, c *forewarn.Change) (int64, error) {
 	// Keys go in sorted: bbolt inserts into a node's sorted array, so a
 	// fleet's worth of keys in random order would cost their square.
 	incNames := slices.Sorted(maps.Keys(c.Incarnations))
+	// Events by ID, stably: of two with one ID the last is put last, and
+	// stays.
+	eventOrder := make([]int, len(c.Events))
+	for i := range eventOrder {
+		eventOrder[i] = i
+	}
+	slices.SortStableFunc(eventOrder, func(a, b int) int { return strings.Compare(c.Events[a].ID, c.Events[b].ID) })
 	var rev int64
 	err := s.db.Update(func(tx *bbolt.Tx) error {
 		meta := tx.Bucket(metaBucket)
@@ -389,7 +397,8 @@ func (s *Store) Commit(ctx context.Context, c *forewarn.Change) (int64, error) {
 			}
 		}
 		events := tx.Bucket(eventsBucket)
-		for i, e := range c.Events {
+		for _, i := range eventOrder {
+			e := c.Events[i]
 			if err := events.Put([]byte(e.ID), records[i]); err != nil {
 				return fmt.Errorf("put event %s: %w", e.ID, err)
 			}

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -274,9 +275,13 @@ func TestAutoScalingScaleIn(t *testing.T) {
 		e := newAWSEngine(t)
 		ctx := context.Background()
 		t0 := time.Now()
-		reboot, err := e.Create(ctx, engine.Spec{Type: forewarn.SystemReboot, VMs: []string{"asg_4", "asg_5"}, Notice: 48 * time.Hour})
+		// Each EC2 VM is a scope group of its own: one event each.
+		reboots, err := e.CreateAll(ctx, engine.Spec{Type: forewarn.SystemReboot, VMs: []string{"asg_4", "asg_5"}, Notice: 48 * time.Hour})
 		if err != nil {
 			t.Fatal(err)
+		}
+		if len(reboots) != 2 || !slices.Equal(reboots[0].Resources, []string{"asg_4"}) || !slices.Equal(reboots[1].Resources, []string{"asg_5"}) {
+			t.Fatalf("reboots: %+v", reboots)
 		}
 		ev, err := e.DeleteWith(ctx, "asg_4", engine.VMOptions{Lasts: time.Minute})
 		if err != nil {
@@ -296,8 +301,11 @@ func TestAutoScalingScaleIn(t *testing.T) {
 		if got := eventOf(t, e, ev.ID); got.Status != forewarn.Completed || !v.Deleted {
 			t.Fatalf("after the scale-in: %s deleted %v", got.Status, v.Deleted)
 		}
-		if got := eventOf(t, e, reboot.ID); len(got.Resources) != 1 || got.Resources[0] != "asg_5" {
-			t.Fatalf("the terminated VM stayed in another event: %v", got.Resources)
+		if got := eventOf(t, e, reboots[0].ID); got.Status != forewarn.Canceled {
+			t.Fatalf("the terminated VM's other event is %s, want Canceled", got.Status)
+		}
+		if got := eventOf(t, e, reboots[1].ID); got.Status != forewarn.Scheduled || !slices.Equal(got.Resources, []string{"asg_5"}) {
+			t.Fatalf("the other VM's event: %s %v", got.Status, got.Resources)
 		}
 		if _, err := e.Create(ctx, engine.Spec{Type: forewarn.InstanceStop, VMs: []string{"asg_4"}, Notice: 48 * time.Hour}); forewarn.ErrorCode(err) != forewarn.EINVALID {
 			t.Fatalf("event on a terminated VM: %v", err)

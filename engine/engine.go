@@ -11,11 +11,13 @@ package engine
 
 import (
 	"cmp"
+	"container/heap"
 	"context"
 	"crypto/rand"
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -219,8 +221,16 @@ type Engine struct {
 	// terms indexes the Scheduled Terminates of each scale set.
 	terms  map[string]map[string]*forewarn.Event
 	inc    map[string]int64
-	timers map[string]*time.Timer
-	subs   []func(*View)
+	timers map[string]armed
+	// deadlines orders the timers' deadlines, with stale entries.
+	deadlines deadlineHeap
+	// due holds the events whose timers went off and whose deadlines
+	// are not applied yet; dueBusy reports that a goroutine is applying
+	// them (fire). Guarded by dueMu, not mu.
+	dueMu   sync.Mutex
+	due     map[string]bool
+	dueBusy bool
+	subs    []func(*View)
 	// counts holds how many events of each type and status events holds.
 	counts map[typeStatus]int
 	// obs receives measurements; never nil.
@@ -256,7 +266,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		scaleSets:    make(map[string][]string),
 		setOverrides: make(map[string]forewarn.ScaleSetRecord),
 		inc:          make(map[string]int64, len(cfg.Fleet.VMs)),
-		timers:       make(map[string]*time.Timer),
+		timers:       make(map[string]armed),
 		replica:      cfg.Replica,
 		wslot:        make(chan struct{}, 1),
 		writeWait:    cfg.WriteWait,
@@ -539,19 +549,96 @@ func (e *Engine) Create(ctx context.Context, s Spec) (*forewarn.Event, error) {
 // create is Create with a guard that runs under the engine lock just
 // before the event is made, so a check and the create are one step.
 func (e *Engine) create(ctx context.Context, s Spec, guard func() error) (ev *forewarn.Event, err error) {
+	var evs []*forewarn.Event
 	err = e.retry(ctx, func(ctx context.Context) error {
-		ev, err = e.createOnce(ctx, s, guard)
+		evs, err = e.createOnce(ctx, s, guard, false)
 		return err
 	})
-	return ev, err
+	if err != nil {
+		return nil, err
+	}
+	return evs[0], nil
 }
 
-func (e *Engine) createOnce(ctx context.Context, s Spec, guard func() error) (*forewarn.Event, error) {
+// CreateAll makes one event of the spec s for each scope group its VMs
+// fall in, all in one commit, and returns them in the order of their
+// groups' first VM in s.VMs. A VM sees the events of its scope group
+// only, so an event never names VMs of two groups: each VM learns the
+// names of, and its approval starts, only its own group's maintenance
+// (docs/wire-decisions.md). Every check of Create applies to every VM,
+// and one failing check makes none of the events.
+// Errors: as Create's.
+func (e *Engine) CreateAll(ctx context.Context, s Spec) (evs []*forewarn.Event, err error) {
+	err = e.retry(ctx, func(ctx context.Context) error {
+		evs, err = e.createOnce(ctx, s, nil, true)
+		return err
+	})
+	return evs, err
+}
+
+// MaxDescription is the longest event description, in bytes, that an
+// event may carry: every poll of every VM that sees the event carries it.
+const MaxDescription = 1024
+
+// scopeGroupKey names the scope group of vm: the VMs that see each
+// other's events (fleet.SharesScope). A VM of no availability set,
+// cloud service or scale set, and every GCE and EC2 VM, is a group of
+// its own.
+func scopeGroupKey(vm *forewarn.VM) string {
+	switch {
+	case vm.Provider != forewarn.Azure && vm.Provider != "":
+		return "vm\x00" + vm.Name
+	case vm.AvailabilitySet != "" || vm.CloudService != "" || vm.ScaleSet != "":
+		return "as\x00" + vm.AvailabilitySet + "\x00cs\x00" + vm.CloudService + "\x00ss\x00" + vm.ScaleSet + "\x00" + vm.PlacementGroup
+	}
+	return "vm\x00" + vm.Name
+}
+
+// scopeGroupName describes vm's scope group for a message.
+func scopeGroupName(vm *forewarn.VM) string {
+	switch k := scopeGroupKey(vm); {
+	case strings.HasPrefix(k, "vm\x00"):
+		return "VM " + vm.Name
+	case vm.AvailabilitySet != "":
+		return "availability set " + vm.AvailabilitySet
+	case vm.CloudService != "":
+		return "cloud service " + vm.CloudService
+	case vm.PlacementGroup != "":
+		return "scale set " + vm.ScaleSet + " placement group " + vm.PlacementGroup
+	}
+	return "scale set " + vm.ScaleSet
+}
+
+// groupByScope splits names, all in the fleet, by scope group, keeping
+// their order within each group and the groups in the order of their
+// first VM.
+func (e *Engine) groupByScope(names []string) [][]string {
+	at := make(map[string]int)
+	var groups [][]string
+	for _, name := range names {
+		k := scopeGroupKey(e.fleet.VM(name))
+		i, ok := at[k]
+		if !ok {
+			i = len(groups)
+			at[k] = i
+			groups = append(groups, nil)
+		}
+		groups[i] = append(groups[i], name)
+	}
+	return groups
+}
+
+// createOnce makes the events of s: one, refusing a spec of several
+// scope groups, or with split one per group.
+func (e *Engine) createOnce(ctx context.Context, s Spec, guard func() error, split bool) ([]*forewarn.Event, error) {
 	if _, err := forewarn.ParseEventType(string(s.Type)); err != nil {
 		return nil, err
 	}
 	if len(s.VMs) == 0 {
 		return nil, forewarn.Errorf(forewarn.EINVALID, "an event needs at least one VM")
+	}
+	if len(s.Description) > MaxDescription {
+		return nil, forewarn.Errorf(forewarn.EINVALID, "description is %d bytes; at most %d", len(s.Description), MaxDescription)
 	}
 	named := make(map[string]bool, len(s.VMs))
 	for _, name := range s.VMs {
@@ -591,10 +678,18 @@ func (e *Engine) createOnce(ctx context.Context, s Spec, guard func() error) (*f
 			return nil, forewarn.Errorf(forewarn.EINVALID, "VM %q is named twice", name)
 		}
 		named[name] = true
-		if first := e.fleet.VM(s.VMs[0]); vm.Provider == forewarn.Azure && vm.UpdateDomain != first.UpdateDomain {
-			return nil, forewarn.Errorf(forewarn.EINVALID,
-				"VMs %q (update domain %d) and %q (update domain %d) are in different update domains; one event spans one update domain",
-				first.Name, first.UpdateDomain, name, vm.UpdateDomain)
+	}
+	groups := e.groupByScope(s.VMs)
+	for _, names := range groups {
+		// Within a scope group, one event spans one update domain (a
+		// wave walks a group's domains).
+		first := e.fleet.VM(names[0])
+		for _, name := range names[1:] {
+			if vm := e.fleet.VM(name); vm.Provider == forewarn.Azure && vm.UpdateDomain != first.UpdateDomain {
+				return nil, forewarn.Errorf(forewarn.EINVALID,
+					"VMs %q (update domain %d) and %q (update domain %d) are in different update domains; one event spans one update domain",
+					first.Name, first.UpdateDomain, name, vm.UpdateDomain)
+			}
 		}
 	}
 	notice := s.Notice
@@ -655,41 +750,58 @@ func (e *Engine) createOnce(ctx context.Context, s Spec, guard func() error) (*f
 			return nil, forewarn.Errorf(forewarn.EINVALID, "VM %q has been deleted", name)
 		}
 	}
+	if len(groups) > 1 && !split {
+		a, b := e.fleet.VM(groups[0][0]), e.fleet.VM(groups[1][0])
+		return nil, forewarn.Errorf(forewarn.EINVALID,
+			"VMs %q (%s) and %q (%s) are in different scope groups; one event spans one scope group (CreateAll makes one per group)",
+			a.Name, scopeGroupName(a), b.Name, scopeGroupName(b))
+	}
 	now := time.Now()
-	ev := &forewarn.Event{
-		ID:          newID(),
-		Type:        s.Type,
-		Status:      forewarn.Scheduled,
-		Resources:   slices.Clone(s.VMs),
-		NotBefore:   ceilSecond(now.Add(notice)),
-		Duration:    duration,
-		Source:      source,
-		Description: s.Description,
-		Lasts:       lasts,
-		Created:     now.Round(0),
-	}
-	if s.Type.EC2() {
-		ev.Deadline = ev.NotBefore.Add(forewarn.EC2Reschedule)
-	}
-	if vm := e.fleet.VM(s.VMs[0]); s.Type == forewarn.Preempt && vm.Provider == forewarn.AWS {
-		ev.Action = cmp.Or(vm.SpotInterruptionBehavior, "terminate")
-		// An interruption notice due now (within the second NotBefore was
-		// rounded up by) is given with the event, not a moment after.
-		if lead := ev.Lead(); lead > 0 && ev.NotBefore.Add(-lead).Sub(now) < time.Second {
-			ev.WarnedAt = now.Round(0)
+	evs := make([]*forewarn.Event, len(groups))
+	for i, names := range groups {
+		ev := &forewarn.Event{
+			ID:          newID(),
+			Type:        s.Type,
+			Status:      forewarn.Scheduled,
+			Resources:   names,
+			NotBefore:   ceilSecond(now.Add(notice)),
+			Duration:    duration,
+			Source:      source,
+			Description: s.Description,
+			Lasts:       lasts,
+			Created:     now.Round(0),
 		}
+		if s.Type.EC2() {
+			ev.Deadline = ev.NotBefore.Add(forewarn.EC2Reschedule)
+		}
+		if vm := e.fleet.VM(names[0]); s.Type == forewarn.Preempt && vm.Provider == forewarn.AWS {
+			ev.Action = cmp.Or(vm.SpotInterruptionBehavior, "terminate")
+			// An interruption notice due now (within the second NotBefore
+			// was rounded up by) is given with the event, not a moment
+			// after.
+			if lead := ev.Lead(); lead > 0 && ev.NotBefore.Add(-lead).Sub(now) < time.Second {
+				ev.WarnedAt = now.Round(0)
+			}
+		}
+		if s.Started || e.unheard(ev, now) {
+			ev.Status = forewarn.Started
+			ev.NotBefore = time.Time{}
+			ev.StartedAt = now.Round(0)
+		}
+		evs[i] = ev
 	}
-	if s.Started || e.unheard(ev, now) {
-		ev.Status = forewarn.Started
-		ev.NotBefore = time.Time{}
-		ev.StartedAt = now.Round(0)
-	}
-	if err := e.commit(ctx, now, []*forewarn.Event{ev}, nil); err != nil {
+	if err := e.commit(ctx, now, evs, nil); err != nil {
 		return nil, err
 	}
-	ev = e.events[ev.ID]
-	e.log.Info("event created", "event", ev.ID, "type", ev.Type, "status", ev.Status, "resources", ev.Resources)
-	return ev.Clone(), nil
+	for i, ev := range evs {
+		evs[i] = e.events[ev.ID].Clone()
+	}
+	if ev := evs[0]; len(evs) == 1 {
+		e.log.Info("event created", "event", ev.ID, "type", ev.Type, "status", ev.Status, "resources", ev.Resources)
+	} else {
+		e.log.Info("events created, one per scope group", "events", len(evs), "first", ev.ID, "type", ev.Type, "vms", len(s.VMs))
+	}
+	return evs, nil
 }
 
 // checkNotice refuses a notice that is negative, or below the minimum of
@@ -813,7 +925,15 @@ func (e *Engine) Visible(vm, id string) bool {
 // Start starts a Scheduled event now, whatever its NotBefore.
 // Errors: ENOTFOUND, ECONFLICT when the event is not Scheduled.
 func (e *Engine) Start(ctx context.Context, id string) error {
-	return e.transition(ctx, id, []forewarn.Status{forewarn.Scheduled}, func(c *forewarn.Event, now time.Time) error {
+	return e.StartAll(ctx, []string{id})
+}
+
+// StartAll starts the Scheduled events ids now, in one commit: the
+// events that one request made, one per scope group (CreateAll), start
+// together. Every event is checked before anything is written.
+// Errors: ENOTFOUND, ECONFLICT when an event is not Scheduled.
+func (e *Engine) StartAll(ctx context.Context, ids []string) error {
+	return e.transition(ctx, ids, []forewarn.Status{forewarn.Scheduled}, func(c *forewarn.Event, now time.Time) error {
 		c.Status = forewarn.Started
 		c.StartedAt = now.Round(0)
 		c.NotBefore = time.Time{}
@@ -824,7 +944,14 @@ func (e *Engine) Start(ctx context.Context, id string) error {
 // Complete ends a Started event now; it vanishes from every document.
 // Errors: ENOTFOUND, ECONFLICT when the event is not Started.
 func (e *Engine) Complete(ctx context.Context, id string) error {
-	return e.transition(ctx, id, []forewarn.Status{forewarn.Started}, func(c *forewarn.Event, now time.Time) error {
+	return e.CompleteAll(ctx, []string{id})
+}
+
+// CompleteAll ends the Started events ids now, in one commit, as
+// StartAll starts them.
+// Errors: ENOTFOUND, ECONFLICT when an event is not Started.
+func (e *Engine) CompleteAll(ctx context.Context, ids []string) error {
+	return e.transition(ctx, ids, []forewarn.Status{forewarn.Started}, func(c *forewarn.Event, now time.Time) error {
 		c.Status = forewarn.Completed
 		c.EndedAt = now.Round(0)
 		return nil
@@ -835,7 +962,7 @@ func (e *Engine) Complete(ctx context.Context, id string) error {
 // from every document.
 // Errors: ENOTFOUND, ECONFLICT when the event is neither.
 func (e *Engine) Cancel(ctx context.Context, id string) error {
-	return e.transition(ctx, id, []forewarn.Status{forewarn.Scheduled, forewarn.Pending}, func(c *forewarn.Event, now time.Time) error {
+	return e.transition(ctx, []string{id}, []forewarn.Status{forewarn.Scheduled, forewarn.Pending}, func(c *forewarn.Event, now time.Time) error {
 		c.Status = forewarn.Canceled
 		c.EndedAt = now.Round(0)
 		return nil
@@ -858,7 +985,7 @@ func (e *Engine) Reschedule(ctx context.Context, id string, notBefore time.Time)
 	if !t.EC2() {
 		return forewarn.Errorf(forewarn.EINVALID, "event %s is a %s event; only EC2 scheduled events can be rescheduled", strings.ToUpper(id), t)
 	}
-	return e.transition(ctx, id, []forewarn.Status{forewarn.Scheduled}, func(c *forewarn.Event, now time.Time) error {
+	return e.transition(ctx, []string{id}, []forewarn.Status{forewarn.Scheduled}, func(c *forewarn.Event, now time.Time) error {
 		switch {
 		case !notBefore.After(now):
 			return forewarn.Errorf(forewarn.EINVALID, "new NotBefore %s is not in the future", notBefore.UTC().Format(time.RFC3339))
@@ -871,32 +998,50 @@ func (e *Engine) Reschedule(ctx context.Context, id string, notBefore time.Time)
 	})
 }
 
-func (e *Engine) transition(ctx context.Context, id string, from []forewarn.Status, f func(*forewarn.Event, time.Time) error) error {
-	return e.retry(ctx, func(ctx context.Context) error { return e.transitionOnce(ctx, id, from, f) })
+func (e *Engine) transition(ctx context.Context, ids []string, from []forewarn.Status, f func(*forewarn.Event, time.Time) error) error {
+	return e.retry(ctx, func(ctx context.Context) error { return e.transitionOnce(ctx, ids, from, f) })
 }
 
-func (e *Engine) transitionOnce(ctx context.Context, id string, from []forewarn.Status, f func(*forewarn.Event, time.Time) error) error {
+func (e *Engine) transitionOnce(ctx context.Context, ids []string, from []forewarn.Status, f func(*forewarn.Event, time.Time) error) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
 		return errClosed
 	}
-	ev, err := e.lookup(id)
-	if err != nil {
-		return err
-	}
-	if !slices.Contains(from, ev.Status) {
-		return forewarn.Errorf(forewarn.ECONFLICT, "event %s is %s, not %s", ev.ID, ev.Status, from[0])
+	if len(ids) == 0 {
+		return forewarn.Errorf(forewarn.EINVALID, "no event named")
 	}
 	now := time.Now()
-	c := ev.Clone()
-	if err := f(c, now); err != nil {
+	changed := make([]*forewarn.Event, 0, len(ids))
+	seen := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		ev, err := e.lookup(id)
+		if err != nil {
+			return err
+		}
+		if seen[ev.ID] {
+			continue
+		}
+		seen[ev.ID] = true
+		if !slices.Contains(from, ev.Status) {
+			return forewarn.Errorf(forewarn.ECONFLICT, "event %s is %s, not %s", ev.ID, ev.Status, from[0])
+		}
+		c := ev.Clone()
+		if err := f(c, now); err != nil {
+			return err
+		}
+		changed = append(changed, c)
+	}
+	if err := e.commit(ctx, now, changed, nil); err != nil {
 		return err
 	}
-	if err := e.commit(ctx, now, []*forewarn.Event{c}, nil); err != nil {
-		return err
+	if c := changed[0]; len(changed) > maxLoggedDeadlines {
+		e.log.Info("events changed", "events", len(changed), "first", c.ID, "status", c.Status)
+		return nil
 	}
-	e.log.Info("event changed", "event", c.ID, "status", c.Status)
+	for _, c := range changed {
+		e.log.Info("event changed", "event", c.ID, "status", c.Status)
+	}
 	return nil
 }
 
@@ -1277,33 +1422,121 @@ func (e *Engine) arm(ev *forewarn.Event, now time.Time) {
 	if !ok || e.closed || !e.leading {
 		return
 	}
-	id := ev.ID
-	e.timers[id] = time.AfterFunc(at.Sub(now), func() { e.fire(id) })
+	e.setTimer(ev.ID, at, now)
+}
+
+// armed is the timer of an event's next deadline, at.
+type armed struct {
+	t  *time.Timer
+	at time.Time
+}
+
+// deadline is an entry of the deadline heap: the event id was armed for
+// at. It is stale when the event's timer is no longer for at.
+type deadline struct {
+	at time.Time
+	id string
+}
+
+// deadlineHeap orders deadlines, soonest first (container/heap).
+type deadlineHeap []deadline
+
+func (h deadlineHeap) Len() int           { return len(h) }
+func (h deadlineHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h deadlineHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *deadlineHeap) Push(x any)        { *h = append(*h, x.(deadline)) }
+func (h *deadlineHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// setTimer arms the event id's timer for at, and notes it in the
+// deadline heap, which lets the deadlines due together be applied
+// together (applyDeadlines). e.mu must be held.
+func (e *Engine) setTimer(id string, at, now time.Time) {
+	e.timers[id] = armed{t: time.AfterFunc(at.Sub(now), func() { e.fire(id) }), at: at}
+	heap.Push(&e.deadlines, deadline{at: at, id: id})
+	if len(e.deadlines) > 2*len(e.timers)+1024 {
+		// Mostly stale entries: rebuild from the timers.
+		e.deadlines = e.deadlines[:0]
+		for id, a := range e.timers {
+			e.deadlines = append(e.deadlines, deadline{at: a.at, id: id})
+		}
+		heap.Init(&e.deadlines)
+	}
 }
 
 // disarmAll stops every timer. e.mu must be held.
 func (e *Engine) disarmAll() {
-	for id, t := range e.timers {
-		t.Stop()
+	for id, a := range e.timers {
+		a.t.Stop()
 		delete(e.timers, id)
 	}
+	e.deadlines = nil
 }
 
 // disarm stops the timer of the event id. e.mu must be held.
 func (e *Engine) disarm(id string) {
-	if t := e.timers[id]; t != nil {
-		t.Stop()
+	if a, ok := e.timers[id]; ok {
+		a.t.Stop()
 		delete(e.timers, id)
 	}
 }
 
 // fire applies the deadline of the event id when its timer goes off.
+// Deadlines due together are applied together: the timers of a request
+// split by scope group (CreateAll) go off at one moment, and each
+// going off only queues its event for the one goroutine applying them,
+// so 100,000 events starting at their NotBefore are a few commits, not
+// one each.
 func (e *Engine) fire(id string) {
+	e.dueMu.Lock()
+	if e.due == nil {
+		e.due = map[string]bool{}
+	}
+	e.due[id] = true
+	if e.dueBusy {
+		e.dueMu.Unlock()
+		return
+	}
+	e.dueBusy = true
+	e.dueMu.Unlock()
+	for {
+		e.dueMu.Lock()
+		ids := e.due
+		e.due = nil
+		if len(ids) == 0 {
+			e.dueBusy = false
+			e.dueMu.Unlock()
+			return
+		}
+		e.dueMu.Unlock()
+		e.applyDeadlines(slices.Sorted(maps.Keys(ids)))
+	}
+}
+
+// maxLoggedDeadlines is how many events a batch of deadlines logs a
+// line each for; a larger batch logs one line.
+const maxLoggedDeadlines = 16
+
+// applyDeadlines applies the deadlines due of the events ids in one
+// commit, and re-arms the timers of those not due yet, or of all when
+// the commit fails.
+func (e *Engine) applyDeadlines(ids []string) {
+	retryAll := func(delay time.Duration, ids []string) {
+		now := time.Now()
+		for _, id := range ids {
+			e.disarm(id)
+			e.setTimer(id, now.Add(delay), now)
+		}
+	}
 	unlock, err := e.lockWrites(context.Background())
 	if err != nil {
 		e.mu.Lock()
 		if !e.closed && e.leading {
-			e.timers[id] = time.AfterFunc(retryDelay, func() { e.fire(id) })
+			retryAll(retryDelay, ids)
 		}
 		e.mu.Unlock()
 		return
@@ -1314,35 +1547,63 @@ func (e *Engine) fire(id string) {
 	if e.closed || !e.leading {
 		return
 	}
-	ev := e.events[id]
-	if ev == nil {
-		return
-	}
 	now := time.Now()
-	if at, ok := ev.NextDeadline(); ok && !now.Before(at) {
-		e.obs.DeadlineLag(now.Sub(at))
+	// Every deadline due by now goes in this commit, also those whose
+	// timers have not gone off yet.
+	set := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		set[id] = true
 	}
-	c := advance(ev, now, !e.watched(ev), e.gated(ev))
-	if c == nil && e.gated(ev) && !now.Before(ev.NotBefore) {
-		c = ev.Clone() // timed out: the scale set rule starts it
+	for len(e.deadlines) > 0 && !e.deadlines[0].at.After(now) {
+		d := heap.Pop(&e.deadlines).(deadline)
+		if a, ok := e.timers[d.id]; ok && a.at.Equal(d.at) {
+			set[d.id] = true
+		}
 	}
-	if c == nil {
-		e.arm(ev, now)
+	ids = slices.Sorted(maps.Keys(set))
+	var changed []*forewarn.Event
+	var cids []string
+	for _, id := range ids {
+		ev := e.events[id]
+		if ev == nil {
+			continue
+		}
+		if at, ok := ev.NextDeadline(); ok && !now.Before(at) {
+			e.obs.DeadlineLag(now.Sub(at))
+		}
+		c := advance(ev, now, !e.watched(ev), e.gated(ev))
+		if c == nil && e.gated(ev) && !now.Before(ev.NotBefore) {
+			c = ev.Clone() // timed out: the scale set rule starts it
+		}
+		if c == nil {
+			e.arm(ev, now)
+			continue
+		}
+		changed = append(changed, c)
+		cids = append(cids, id)
+	}
+	if len(changed) == 0 {
 		return
 	}
-	if err := e.commitAs(context.Background(), now, []*forewarn.Event{c}, nil, e.fence); err != nil {
+	if err := e.commitAs(context.Background(), now, changed, nil, e.fence); err != nil {
 		delay := retryDelay
 		if _, ok := stale(err); ok {
-			// Another replica wrote first: its commit re-arms the timer
-			// as it is applied; this one is a backstop.
+			// Another replica wrote first: its commit re-arms the timers
+			// as it is applied; these are a backstop.
 			delay = staleDelay
 		} else {
-			e.log.Error("apply deadline", "event", id, "err", err)
+			e.log.Error("apply deadline", "event", cids[0], "events", len(cids), "err", err)
 		}
-		e.timers[id] = time.AfterFunc(delay, func() { e.fire(id) })
+		retryAll(delay, cids)
 		return
 	}
-	e.log.Info("event changed", "event", c.ID, "status", e.events[id].Status)
+	if len(cids) > maxLoggedDeadlines {
+		e.log.Info("events changed", "events", len(cids), "first", cids[0], "status", e.events[cids[0]].Status)
+		return
+	}
+	for _, id := range cids {
+		e.log.Info("event changed", "event", id, "status", e.events[id].Status)
+	}
 }
 
 // removes reports whether ev, once it ends (see ends), removes vm for

@@ -191,17 +191,28 @@ func (e *Engine) settle(now time.Time, changed []*forewarn.Event) []*forewarn.Ev
 
 		// Waves.
 		if c.Wave != "" && ended {
+			// The next update domain's events (one per scope group) are
+			// scheduled together once none of the wave's is active.
 			busy := false
-			var next *forewarn.Event
+			var next []*forewarn.Event
 			for id := range e.byWave[c.Wave] {
 				o := get(id)
 				busy = busy || o.Status.Active()
-				if o.Status == forewarn.Pending && (next == nil || e.domainOf(o) < e.domainOf(next)) {
-					next = o
+				if o.Status != forewarn.Pending {
+					continue
+				}
+				switch {
+				case len(next) == 0 || e.domainOf(o) < e.domainOf(next[0]):
+					next = append(next[:0], o)
+				case e.domainOf(o) == e.domainOf(next[0]):
+					next = append(next, o)
 				}
 			}
-			if !busy && next != nil {
-				n := next.Clone()
+			for _, o := range next {
+				if busy {
+					break
+				}
+				n := o.Clone()
 				n.Status, n.NotBefore = forewarn.Scheduled, ceilSecond(now.Add(n.Notice))
 				if e.unheard(n, now) {
 					n.Status, n.StartedAt, n.NotBefore = forewarn.Started, now.Round(0), time.Time{}
@@ -497,19 +508,23 @@ func (e *Engine) startWave(ctx context.Context, s WaveSpec) (*Wave, error) {
 	wave := newID()
 	var evs []*forewarn.Event
 	for i, ud := range slices.Sorted(maps.Keys(domains)) {
-		ev := &forewarn.Event{
-			ID: newID(), Type: s.Type, Status: forewarn.Pending, Resources: domains[ud],
-			Duration: -1, Source: forewarn.Platform, Wave: wave, Notice: notice,
-			Description: fmt.Sprintf("Platform maintenance of %s, update domain %d", s.Scope, ud),
-			Lasts:       cmp.Or(s.Lasts, s.Type.DefaultLasts()), Created: now.Round(0).Add(time.Duration(i)),
-		}
-		if i == 0 {
-			ev.Status, ev.NotBefore = forewarn.Scheduled, ceilSecond(now.Add(notice))
-			if e.unheard(ev, now) {
-				ev.Status, ev.StartedAt, ev.NotBefore = forewarn.Started, now.Round(0), time.Time{}
+		// A scope such as a scale set of several placement groups spans
+		// several scope groups: each gets its own event of the domain.
+		for _, names := range e.groupByScope(domains[ud]) {
+			ev := &forewarn.Event{
+				ID: newID(), Type: s.Type, Status: forewarn.Pending, Resources: names,
+				Duration: -1, Source: forewarn.Platform, Wave: wave, Notice: notice,
+				Description: fmt.Sprintf("Platform maintenance of %s, update domain %d", s.Scope, ud),
+				Lasts:       cmp.Or(s.Lasts, s.Type.DefaultLasts()), Created: now.Round(0).Add(time.Duration(i)),
 			}
+			if i == 0 {
+				ev.Status, ev.NotBefore = forewarn.Scheduled, ceilSecond(now.Add(notice))
+				if e.unheard(ev, now) {
+					ev.Status, ev.StartedAt, ev.NotBefore = forewarn.Started, now.Round(0), time.Time{}
+				}
+			}
+			evs = append(evs, ev)
 		}
-		evs = append(evs, ev)
 	}
 	if err := e.commit(ctx, now, evs, nil); err != nil {
 		return nil, err

@@ -43,7 +43,7 @@ func benchEngine(b testing.TB, n int) *engine.Engine {
 			e.NoteRequest(name) // half the fleet has called: both kinds of rows
 		}
 	}
-	if _, err := e.Create(context.Background(), engine.Spec{Type: forewarn.Freeze, VMs: names, Notice: time.Hour}); err != nil {
+	if _, err := e.CreateAll(context.Background(), engine.Spec{Type: forewarn.Freeze, VMs: names, Notice: time.Hour}); err != nil {
 		b.Fatal(err)
 	}
 	benchEngines[n] = e

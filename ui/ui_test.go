@@ -153,7 +153,12 @@ func TestFragmentsEscape(t *testing.T) {
 			return []history.Entry{{Time: time.Unix(0, 0), API: "azure", Method: "GET", Path: "/metadata/<i>x</i>", Status: 200}}
 		},
 	})
-	ev := hs.create(t, engine.Spec{Type: forewarn.Reboot, VMs: []string{hostileText, hostileAttr}, Description: `</p><img src=x onerror=alert(4)>`})
+	// The two VMs are in two scope groups: an event each.
+	evs, err := hs.eng.CreateAll(t.Context(), engine.Spec{Type: forewarn.Reboot, VMs: []string{hostileText, hostileAttr}, Description: `</p><img src=x onerror=alert(4)>`})
+	if err != nil || len(evs) != 2 {
+		t.Fatalf("%d events, %v", len(evs), err)
+	}
+	ev := evs[0]
 	if _, err := hs.eng.StartWave(t.Context(), engine.WaveSpec{Scope: "<b>set</b>", Type: forewarn.Freeze}); err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +176,9 @@ func TestFragmentsEscape(t *testing.T) {
 		}},
 		{"/ui/fragment/events", []string{
 			`<article class="event status-Scheduled" data-event-id="` + ev.ID + `" data-status="Scheduled">`,
-			`data-show="` + escapedText + `">` + escapedText + `</button>, <button type="button" class="link" data-show="` + escapedAttr + `">`,
+			`<article class="event status-Scheduled" data-event-id="` + evs[1].ID + `" data-status="Scheduled">`,
+			`data-show="` + escapedText + `">` + escapedText + `</button>`,
+			`data-show="` + escapedAttr + `">` + escapedAttr + `</button>`,
 			`<p class="description">&lt;/p&gt;&lt;img src=x onerror=alert(4)&gt;</p>`,
 		}},
 		{"/ui/fragment/waves", []string{

@@ -226,13 +226,13 @@ func printBench(w io.Writer, rep any) {
 	case *bench.WideReport:
 		ms := func(d time.Duration) string { return fmt.Sprintf("%.1fms", float64(d)/1e6) }
 		if r.Config.Provider == forewarn.Azure {
-			fmt.Fprintf(tw, "one %s event naming every VM (sets of %d)\n", r.Config.Provider, r.Config.SetSize)
+			fmt.Fprintf(tw, "one %s request naming every VM (sets of %d): an event per scope group\n", r.Config.Provider, r.Config.SetSize)
 		} else {
-			fmt.Fprintf(tw, "one %s event naming every VM\n", r.Config.Provider)
+			fmt.Fprintf(tw, "one %s request naming every VM: an event per VM\n", r.Config.Provider)
 		}
-		fmt.Fprintln(tw, "VMS\tCREATE\tSTART\tCOMPLETE\tRESTART\tBASE RSS\tPEAK EXTRA RSS\tHEAP EXTRA\tHISTORY/VM")
+		fmt.Fprintln(tw, "VMS\tEVENTS\tDOC\tCREATE\tSTART\tCOMPLETE\tRESTART\tBASE RSS\tPEAK EXTRA RSS\tHEAP EXTRA\tHISTORY/VM")
 		for _, x := range r.Runs {
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d MiB\t%d MiB\t%d MiB\t%.0f B\n", x.VMs, ms(x.Create), ms(x.Start), ms(x.Complete), ms(x.Restart),
+			fmt.Fprintf(tw, "%d\t%d\t%d B\t%s\t%s\t%s\t%s\t%d MiB\t%d MiB\t%d MiB\t%.0f B\n", x.VMs, x.Events, x.DocBytes, ms(x.Create), ms(x.Start), ms(x.Complete), ms(x.Restart),
 				x.BaseRSS>>20, x.PeakExtra>>20, x.HeapExtra>>20, x.HistoryPerVM)
 		}
 		if r.Growth != nil {

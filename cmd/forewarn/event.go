@@ -59,7 +59,9 @@ func runEvent(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	return 2
 }
 
-// eventCreate creates an event and prints its ID alone, for scripts.
+// eventCreate creates the events of one request and prints their IDs, one
+// a line and nothing else, for scripts: one event per scope group of
+// the VMs named.
 func eventCreate(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	c := newCommand("event create", eventCreateSynopsis)
 	var (
@@ -108,11 +110,15 @@ func eventCreate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		if duration.set {
 			req.Duration = &duration.n
 		}
-		ev, err := c.client().CreateEvent(ctx, req)
+		cr, err := c.client().CreateEvents(ctx, req)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintln(stdout, ev.ID)
+		// One line per event: a request naming VMs of several scope
+		// groups makes one event per group.
+		for _, id := range cr.EventIDs {
+			fmt.Fprintln(stdout, id)
+		}
 		return nil
 	})
 }
