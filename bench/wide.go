@@ -136,7 +136,9 @@ func wideFleet(n, setSize int, p forewarn.Provider) *forewarn.Fleet {
 type served struct {
 	store *bolt.Store
 	eng   *engine.Engine
-	docs  [3]interface{ Documents(vm string) map[string]string }
+	docs  [3]interface {
+		Documents(vm string) map[string]string
+	}
 }
 
 func serve(ctx context.Context, path string, f *forewarn.Fleet) (*served, error) {
@@ -150,7 +152,9 @@ func serve(ctx context.Context, path string, f *forewarn.Fleet) (*served, error)
 		return nil, err
 	}
 	return &served{store: st, eng: eng,
-		docs: [3]interface{ Documents(vm string) map[string]string }{azure.NewServer(eng, nil), gce.NewServer(eng, nil), aws.NewServer(eng, nil)}}, nil
+		docs: [3]interface {
+			Documents(vm string) map[string]string
+		}{azure.NewServer(eng, nil), gce.NewServer(eng, nil), aws.NewServer(eng, nil)}}, nil
 }
 
 func (s *served) close() {
