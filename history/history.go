@@ -19,11 +19,11 @@ package history
 import (
 	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/forewarn/forewarn"
@@ -246,17 +246,22 @@ func (h *History) intern(s string, refused bool) uint16 {
 	return id
 }
 
-// printable returns s as the operator may be shown it: a caller's path
-// or api-version with its control characters (an escape sequence for
-// the operator's terminal, a tab or newline that breaks a table) and
-// bytes that are not UTF-8 each shown as '?'.
+// printable returns s as the operator may be shown it, in the audit
+// log's form (forewarn audit): as it is when it holds only printable
+// characters, and Go-quoted otherwise ("/metadata/\u202eabc"), so that a
+// caller's path or api-version cannot write an escape sequence to the
+// operator's terminal, break a table with a tab or newline, or reorder
+// the text around it with a bidirectional override or isolate: control
+// and format characters, separators other than the ASCII space, and
+// bytes that are not UTF-8 are escaped. A value with a quote or a
+// backslash is quoted too, so an escaped value cannot pass for a raw one.
 func printable(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r == utf8.RuneError || unicode.IsControl(r) {
-			return '?'
-		}
-		return r
-	}, s)
+	if utf8.ValidString(s) && !strings.ContainsFunc(s, func(r rune) bool {
+		return !strconv.IsPrint(r) || r == '"' || r == '\\'
+	}) {
+		return s
+	}
+	return strconv.Quote(s)
 }
 
 // Writer is the http.ResponseWriter a recorded request is answered

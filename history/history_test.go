@@ -210,20 +210,24 @@ func TestSize(t *testing.T) {
 // vm show and report cannot write escapes to the operator's terminal.
 func TestRecordedStringsArePrintable(t *testing.T) {
 	h := history.New([]string{"a"}, history.DefaultSize)
-	w := h.Start(httptest.NewRecorder(), "a")
-	w.WriteHeader(400)
-	h.Done(w, history.Azure, "GET", "/metadata/\x1b[2J\tx\ny\xff", "2020-07-01\x07")
-	got, _ := h.Entries("a")
-	if want := "/metadata/?[2J?x?y?"; got[0].Path != want {
-		t.Errorf("path recorded as %q, want %q", got[0].Path, want)
-	}
-	if want := "2020-07-01?"; got[0].APIVersion != want {
-		t.Errorf("api-version recorded as %q, want %q", got[0].APIVersion, want)
-	}
-	// The same raw string again maps to the same entry.
-	w = h.Start(httptest.NewRecorder(), "a")
-	h.Done(w, history.Azure, "GET", "/metadata/\x1b[2J\tx\ny\xff", "")
-	if got, _ := h.Entries("a"); got[0].Path != "/metadata/?[2J?x?y?" {
-		t.Errorf("second time: %q", got[0].Path)
+	for _, c := range []struct{ path, version, wantPath, wantVersion string }{
+		{"/metadata/\x1b[2J\tx\ny\xff", "2020-07-01\x07", `"/metadata/\x1b[2J\tx\ny\xff"`, `"2020-07-01\a"`},
+		// Bidirectional overrides and isolates, zero-width and no-break
+		// spaces, line separators: escaped, as the audit log does.
+		{"/metadata/\u202eabc", "2020-07-01\u2066x\u2069", `"/metadata/\u202eabc"`, `"2020-07-01\u2066x\u2069"`},
+		{"/a\u200bb\u00a0c\u2028d\u0085", "", `"/a\u200bb\u00a0c\u2028d\u0085"`, ""},
+		// A quote or a backslash: quoted, so it cannot pass for an escape.
+		{`/a"b\c`, "", `"/a\"b\\c"`, ""},
+		{"/metadata/scheduledevents", "2020-07-01", "/metadata/scheduledevents", "2020-07-01"},
+	} {
+		for range 2 { // the same raw string again maps to the same entry
+			w := h.Start(httptest.NewRecorder(), "a")
+			w.WriteHeader(400)
+			h.Done(w, history.Azure, "GET", c.path, c.version)
+			got, _ := h.Entries("a")
+			if got[0].Path != c.wantPath || got[0].APIVersion != c.wantVersion {
+				t.Errorf("%q %q recorded as %q %q, want %q %q", c.path, c.version, got[0].Path, got[0].APIVersion, c.wantPath, c.wantVersion)
+			}
+		}
 	}
 }

@@ -146,6 +146,15 @@ func newServer(ctx context.Context, cfg Config) (_ *Server, err error) {
 		return nil, err
 	}
 	undo = append(undo, func() { s.store.Close() })
+	if cfg.Store == StoreBolt {
+		// The mark beside the store: a store restored from an older copy
+		// raises every VM's incarnation past the highest served.
+		ms, err := openMarked(ctx, s.store, cfg.DataDir, s.fleet, s.log)
+		if err != nil {
+			return nil, err
+		}
+		s.store = ms
+	}
 	if cfg.DataDir != "" {
 		if cfg.Store == StoreMem {
 			if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
