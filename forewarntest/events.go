@@ -41,6 +41,20 @@ func (s *Server) Create(spec engine.Spec) *forewarn.Event {
 	return ev
 }
 
+// CreateAll creates the events spec describes, one per scope group of
+// its VMs (engine.CreateAll: a VM sees its own group's event only),
+// failing the test if the engine refuses them. Create refuses a spec of
+// several groups.
+func (s *Server) CreateAll(spec engine.Spec) []*forewarn.Event {
+	s.t.Helper()
+	evs, err := s.Engine().CreateAll(s.ctx, spec)
+	if err != nil {
+		s.t.Fatalf("forewarntest: create %s events of %s: %s", spec.Type, strings.Join(spec.VMs, ", "), message(err))
+		return nil
+	}
+	return evs
+}
+
 // raise creates an event of type t on vm.
 func (s *Server) raise(t forewarn.EventType, vm string, o EventOptions) *forewarn.Event {
 	s.t.Helper()

@@ -357,3 +357,30 @@ func TestOptions(t *testing.T) {
 		t.Errorf("a short notice without AllowShortNotice: %q", msg)
 	}
 }
+
+// TestCreateAll: a spec naming VMs of two scope groups makes an event
+// each through CreateAll; Create fails the test, naming the groups.
+func TestCreateAll(t *testing.T) {
+	const fleet = `vms:
+  - {name: solo_a, ip: 127.0.0.80}
+  - {name: solo_b, ip: 127.0.0.81}
+`
+	ft := &fakeT{}
+	defer ft.cleanup()
+	var srv *forewarntest.Server
+	ft.run(func() { srv = forewarntest.NewServer(ft, forewarntest.Fleet(ft, fleet)) })
+	if srv == nil {
+		t.Fatalf("NewServer failed: %v", ft.failures)
+	}
+	var evs []*forewarn.Event
+	if msg := ft.run(func() { evs = srv.CreateAll(engine.Spec{Type: forewarn.Freeze, VMs: []string{"solo_a", "solo_b"}}) }); msg != "" {
+		t.Fatal(msg)
+	}
+	if len(evs) != 2 || evs[0].Resources[0] != "solo_a" || evs[1].Resources[0] != "solo_b" {
+		t.Fatalf("CreateAll: %+v", evs)
+	}
+	msg := ft.run(func() { srv.Create(engine.Spec{Type: forewarn.Freeze, VMs: []string{"solo_a", "solo_b"}}) })
+	if !strings.Contains(msg, `"solo_a" (VM solo_a) and "solo_b" (VM solo_b) are in different scope groups`) {
+		t.Fatalf("Create of two groups: %q", msg)
+	}
+}

@@ -401,7 +401,7 @@ func (r *runner) waitForClients(ctx context.Context) error {
 func (r *runner) play(ctx context.Context, s *step) error {
 	var ev *forewarn.Event
 	var err error
-	ref := ""
+	var refs []string
 	if s.ref != "" {
 		// A step naming an event whose own step failed fails too,
 		// with the reason, rather than acting on nothing.
@@ -409,11 +409,25 @@ func (r *runner) play(ctx context.Context, s *step) error {
 		if p == nil || len(p.events) == 0 {
 			return fmt.Errorf("event %s was not created: its step failed", s.ref)
 		}
-		ref = p.events[0]
+		// A create naming VMs of several scope groups made an event
+		// per group: a step on it acts on each.
+		refs = p.events
 	}
+	each := func(f func(id string) error) error {
+		for _, id := range refs {
+			if err := f(id); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	var ids []string
 	switch s.kind {
 	case "create":
-		ev, err = r.cl.CreateEvent(ctx, s.create)
+		var cr *admin.Created
+		if cr, err = r.cl.CreateEvents(ctx, s.create); err == nil {
+			ev, ids = &cr.Event, cr.EventIDs
+		}
 	case "evict":
 		ev, err = r.cl.EvictWith(ctx, s.vm, s.notice, s.lasts)
 	case "delete":
@@ -428,26 +442,29 @@ func (r *runner) play(ctx context.Context, s *step) error {
 		}
 		return nil
 	case "approve":
-		_, err = r.cl.Approve(ctx, ref)
+		err = each(func(id string) error { _, err := r.cl.Approve(ctx, id); return err })
 	case "start":
-		_, err = r.cl.Start(ctx, ref)
+		err = each(func(id string) error { _, err := r.cl.Start(ctx, id); return err })
 	case "complete":
-		_, err = r.cl.Complete(ctx, ref)
+		err = each(func(id string) error { _, err := r.cl.Complete(ctx, id); return err })
 	case "cancel":
-		_, err = r.cl.Cancel(ctx, ref)
+		err = each(func(id string) error { _, err := r.cl.Cancel(ctx, id); return err })
 	case "reschedule":
 		at, perr := time.Parse(time.RFC3339, s.notBefore)
 		if perr != nil {
 			d, _ := time.ParseDuration(s.notBefore) // checked when parsed
 			at = time.Now().Add(d)
 		}
-		_, err = r.cl.Reschedule(ctx, ref, at)
+		err = each(func(id string) error { _, err := r.cl.Reschedule(ctx, id, at); return err })
 	}
 	if err != nil {
 		return err
 	}
 	if ev != nil && s.id != "" {
-		r.ids[s.id] = &played{step: s, events: []string{ev.ID}, notBefore: ev.NotBefore}
+		if ids == nil {
+			ids = []string{ev.ID}
+		}
+		r.ids[s.id] = &played{step: s, events: ids, notBefore: ev.NotBefore}
 	}
 	return nil
 }
