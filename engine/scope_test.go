@@ -178,3 +178,51 @@ func TestStartAllCompleteAll(t *testing.T) {
 		}
 	})
 }
+
+// TestWaveSplitsDomainsByScopeGroup: a wave over a scale set of two
+// placement groups gives each group its own event of a domain, names
+// only that group's VMs in it, and schedules the domain's events
+// together; the next domain waits for both.
+func TestWaveSplitsDomainsByScopeGroup(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &forewarn.Fleet{}
+		for i, pg := range []string{"pg0", "pg0", "pg1", "pg1"} {
+			f.VMs = append(f.VMs, &forewarn.VM{Name: fmt.Sprintf("ss_%d", i), Provider: forewarn.Azure, ScaleSet: "ss",
+				InstanceID: fmt.Sprint(i), PlacementGroup: pg, UpdateDomain: i % 2})
+		}
+		e, err := engine.New(t.Context(), engine.Config{Store: mem.New(), Fleet: f})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		enableAll(e)
+		w, err := e.StartWave(context.Background(), engine.WaveSpec{Scope: "ss", Type: forewarn.Reboot, Lasts: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(w.Domains) != 4 {
+			t.Fatalf("%d wave events, want 4 (2 domains × 2 placement groups): %+v", len(w.Domains), w.Domains)
+		}
+		for _, d := range w.Domains {
+			want := forewarn.Pending
+			if d.UpdateDomain == 0 {
+				want = forewarn.Scheduled
+			}
+			if len(d.VMs) != 1 || d.Status != want {
+				t.Errorf("domain %d: %s %v, want %s and one VM", d.UpdateDomain, d.Status, d.VMs, want)
+			}
+		}
+		if v := e.View("ss_0"); len(v.Events) != 1 || !slices.Equal(v.Events[0].Resources, []string{"ss_0"}) {
+			t.Errorf("ss_0 (pg0) sees %d events", len(v.Events))
+		}
+		step(forewarn.Reboot.MinNotice() + time.Second) // domain 0 starts
+		step(time.Minute)                               // and ends: domain 1 is scheduled, both groups
+		var got []string
+		for _, d := range e.Waves()[0].Domains {
+			got = append(got, fmt.Sprintf("%d:%s", d.UpdateDomain, d.Status))
+		}
+		if want := []string{"0:Completed", "0:Completed", "1:Scheduled", "1:Scheduled"}; !slices.Equal(got, want) {
+			t.Fatalf("after domain 0: %v, want %v", got, want)
+		}
+	})
+}
