@@ -51,6 +51,7 @@ type holder struct {
 	open, refused, dialErrs atomic.Int64
 	mu                      sync.Mutex
 	conns                   []net.Conn
+	by                      map[netip.Addr]int // open connections by address
 	readers                 sync.WaitGroup
 	firstErr                error // of the first failed dial
 }
@@ -67,6 +68,10 @@ func (h *holder) hold(ip netip.Addr, addr string) {
 	h.open.Add(1)
 	h.mu.Lock()
 	h.conns = append(h.conns, c)
+	if h.by == nil {
+		h.by = map[netip.Addr]int{}
+	}
+	h.by[ip]++
 	h.mu.Unlock()
 	h.readers.Go(func() {
 		b, _ := io.ReadAll(c) // until the server closes it, or the test does
@@ -74,8 +79,25 @@ func (h *holder) hold(ip netip.Addr, addr string) {
 			h.refused.Add(1)
 		}
 		h.open.Add(-1)
+		h.mu.Lock()
+		h.by[ip]--
+		h.mu.Unlock()
 		c.Close()
 	})
+}
+
+// spread returns the fewest and the most connections an address holds.
+func (h *holder) spread() (least, most int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	least = -1
+	for _, n := range h.by {
+		if least < 0 || n < least {
+			least = n
+		}
+		most = max(most, n)
+	}
+	return least, most
 }
 
 // settle waits until the number of open connections stays put for
@@ -183,6 +205,8 @@ func TestFewVMsCannotFillTheTotal(t *testing.T) {
 			held := h.settle()
 			t.Logf("attack: %d connections dialled from %d VMs in %v (%d dial errors, the first %v): %d held, %d refused",
 				attackers*perVM, attackers, time.Since(start).Round(time.Millisecond), h.dialErrs.Load(), h.firstErr, held, h.refused.Load())
+			least, most := h.spread()
+			t.Logf("each attacker holds %d to %d connections", least, most)
 			if held < int64(c.total)*9/10 {
 				t.Fatalf("the attackers hold %d connections, want the total (%d) filled", held, c.total)
 			}
@@ -249,7 +273,9 @@ func TestFewVMsCannotFillTheTotal(t *testing.T) {
 				}
 				k.c.Close()
 			}
-			t.Logf("asked again on the same connections: %d of %d answered 200; the attackers hold %d", again, len(kept), h.open.Load())
+			least, most = h.spread()
+			t.Logf("asked again on the same connections: %d of %d answered 200; the attackers hold %d, %d to %d each",
+				again, len(kept), h.open.Load(), least, most)
 			if again != len(kept) {
 				t.Errorf("%d of the other VMs' admitted connections were closed while the attackers held more", len(kept)-again)
 			}
