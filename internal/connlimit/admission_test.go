@@ -387,7 +387,7 @@ func TestWriteTimeoutCutsAReaderThatStops(t *testing.T) {
 // and so does a write after a silence longer than the timeout (a held
 // long-poll's answer).
 func TestWriteTimeoutSparesASlowReader(t *testing.T) {
-	const d = 100 * time.Millisecond
+	const d = 250 * time.Millisecond
 	l, accepted := listen(t, Config{WriteTimeout: d})
 	client := dial(t, l, "127.0.0.2")
 	c := mustAccept(t, accepted, "127.0.0.2")
