@@ -92,15 +92,24 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// HeaderTimeout bounds reading a request's headers, and so how long
 	// a new connection may stay silent; BodyTimeout bounds reading its
-	// body; IdleTimeout closes a kept-alive connection without a request.
-	// They apply to both listeners.
-	HeaderTimeout, BodyTimeout, IdleTimeout time.Duration
+	// body; IdleTimeout closes a kept-alive connection without a request;
+	// WriteTimeout bounds how long a write of an answer may go without
+	// progress (each 64 KiB of it must be taken by the client within
+	// it), so a client that never reads is disconnected, while a held
+	// long-poll, which writes nothing until it is answered, is not. They
+	// apply to both listeners.
+	HeaderTimeout, BodyTimeout, IdleTimeout, WriteTimeout time.Duration
 	// MaxConnsPerSource caps the metadata API's open connections from one
 	// VM's address; 0 derives it from MaxLongPolls. MaxConns caps all of
-	// them; 0 derives it from the limit on open files and the fleet.
-	// MaxStrangerConns caps, together, those from addresses of no VM.
+	// them; 0 derives it from the limit on open files and the fleet. At
+	// MaxConns a new connection takes the place of one of the heaviest
+	// source's, if it holds two more than the newcomer, rather than being
+	// refused (see package connlimit). MaxStrangerConns caps, together,
+	// those from addresses of no VM.
 	MaxConnsPerSource, MaxConns, MaxStrangerConns int
-	// AdminMaxConnsPerSource and AdminMaxConns are the operator API's caps.
+	// AdminMaxConnsPerSource and AdminMaxConns are the operator API's
+	// caps. Fleet VMs' addresses are strangers there: 4 connections each,
+	// a quarter of AdminMaxConns together.
 	AdminMaxConnsPerSource, AdminMaxConns int
 	// Logger receives the server's logs; nil discards them.
 	Logger *slog.Logger
@@ -128,6 +137,7 @@ func DefaultConfig() Config {
 		HeaderTimeout:          defaultHeaderTimeout,
 		BodyTimeout:            defaultBodyTimeout,
 		IdleTimeout:            defaultIdleTimeout,
+		WriteTimeout:           defaultWriteTimeout,
 		MaxStrangerConns:       defaultStrangerConns,
 		AdminMaxConnsPerSource: defaultAdminConnsPerSrc,
 		AdminMaxConns:          defaultAdminConns,

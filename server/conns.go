@@ -13,14 +13,17 @@ import (
 
 // What keeps a caller, of the fleet or not, from holding the server's
 // file descriptors, memory and goroutines: caps on open connections per
-// source address and in total on each listener, and deadlines on every
-// part of a request the server reads.
+// source address and in total on each listener, shared out fairly once
+// the total is reached (see package connlimit), deadlines on every part
+// of a request the server reads, and a bound on how long a write may go
+// without progress.
 
 // Defaults of the connection flags that are not derived at start.
 const (
 	defaultHeaderTimeout    = 5 * time.Second
 	defaultBodyTimeout      = 5 * time.Second
 	defaultIdleTimeout      = time.Minute
+	defaultWriteTimeout     = 10 * time.Second
 	defaultStrangerConns    = 256
 	defaultAdminConnsPerSrc = 16
 	defaultAdminConns       = 64
@@ -37,6 +40,21 @@ const connsPerSourceUncapped = 256
 // strangerConnsPerSource caps the open connections of one address of no
 // VM: it is only ever answered 403.
 const strangerConnsPerSource = 4
+
+// On the operator listener a fleet VM's address is a stranger: VMs are
+// never operators (without a token the operator API answers them 403).
+// Each may hold adminVMConnsPerSource connections, and together they
+// hold at most a quarter of --admin-max-conns; when the total is
+// reached, an operator's new connection takes the place of a VM's.
+const (
+	adminVMConnsPerSource = 4
+	adminVMConnsShare     = 4 // the VMs' share is 1/adminVMConnsShare of the total
+)
+
+// fairShareFraction: the metadata API's total should let this fraction
+// of the fleet's VMs hold a connection each, so that fewer VMs cannot
+// keep another from connecting at all; start warns when it does not.
+const fairShareFraction = 10
 
 // maxHeaderBytes caps a request's headers on both listeners; real
 // requests carry a few hundred bytes.
@@ -65,7 +83,8 @@ func listenerCaps(cfg Config, fleet *forewarn.Fleet, log *slog.Logger) (md, adm 
 
 	log.Info("connection caps", "open_files_limit", limit,
 		"metadata_per_source", md.PerSource, "metadata_total", md.Total, "metadata_strangers", md.StrangerTotal,
-		"operator_per_source", adm.PerSource, "operator_total", adm.Total)
+		"operator_per_source", adm.PerSource, "operator_total", adm.Total,
+		"operator_per_vm", adm.StrangerPerSource, "operator_vms", adm.StrangerTotal)
 	if limit > 0 && uint64(md.Total+adm.Total) > limit {
 		log.Warn("the connection caps exceed the limit on open files: a flood of connections can use up the file descriptors and stall both APIs; lower --max-conns or raise the limit (ulimit -n)",
 			"caps", md.Total+adm.Total, "open_files_limit", limit)
@@ -74,7 +93,10 @@ func listenerCaps(cfg Config, fleet *forewarn.Fleet, log *slog.Logger) (md, adm 
 		log.Warn("--max-conns-per-source leaves a VM holding its --max-long-polls long-polls no connection for anything else",
 			"max_conns_per_source", md.PerSource, "max_long_polls", cfg.MaxLongPolls)
 	}
-	_, gceVMs := fleetAddrs(fleet)
+	_, anyAddr, gceVMs := fleetAddrs(fleet)
+	if vms := len(fleet.VMs); !anyAddr && md.Total < vms/fairShareFraction {
+		log.Warn(fmt.Sprintf("--max-conns %d is below a tenth of the fleet's %d VMs: %d VMs holding one connection each would keep every other VM from connecting; raise it and the limit on open files", md.Total, vms, md.Total))
+	}
 	if held := gceVMs * cfg.MaxLongPolls; held > md.Total {
 		log.Warn(fmt.Sprintf("the fleet's GCE VMs may hold %d long-polls (--max-long-polls %d each), more than the %d connections --max-conns allows; raise it and the limit on open files", held, cfg.MaxLongPolls, md.Total),
 			"gce_vms", gceVMs)
@@ -86,7 +108,11 @@ func listenerCaps(cfg Config, fleet *forewarn.Fleet, log *slog.Logger) (md, adm 
 // under a limit on open files (0: unknown): those cfg sets and, for those
 // it leaves at 0, the ones derived from the limit and the fleet.
 func sizeCaps(cfg Config, fleet *forewarn.Fleet, limit uint64) (md, adm connlimit.Config) {
-	known, _ := fleetAddrs(fleet)
+	vmAddrs, anyAddr, _ := fleetAddrs(fleet)
+	known := vmAddrs
+	if anyAddr {
+		known = nil // a VM of no address answers every caller
+	}
 	perSource := cfg.MaxConnsPerSource
 	if perSource == 0 {
 		perSource = connsPerSourceUncapped
@@ -105,31 +131,39 @@ func sizeCaps(cfg Config, fleet *forewarn.Fleet, limit uint64) (md, adm connlimi
 	}
 
 	md = connlimit.Config{Name: "metadata", PerSource: perSource, Total: total,
-		StrangerPerSource: min(strangerConnsPerSource, cfg.MaxStrangerConns), StrangerTotal: cfg.MaxStrangerConns}
+		StrangerPerSource: min(strangerConnsPerSource, cfg.MaxStrangerConns), StrangerTotal: cfg.MaxStrangerConns,
+		WriteTimeout: cfg.WriteTimeout}
 	if known != nil {
 		md.Known = func(a netip.Addr) bool { _, ok := known[a]; return ok }
 	}
-	adm = connlimit.Config{Name: "operator", PerSource: cfg.AdminMaxConnsPerSource, Total: cfg.AdminMaxConns}
+	// On the operator listener the fleet's VMs are the strangers, with a
+	// token or without, and whatever VMs of no address there are.
+	adm = connlimit.Config{Name: "operator", PerSource: cfg.AdminMaxConnsPerSource, Total: cfg.AdminMaxConns,
+		StrangerPerSource: min(adminVMConnsPerSource, cfg.AdminMaxConnsPerSource),
+		StrangerTotal:     max(cfg.AdminMaxConns/adminVMConnsShare, 1),
+		WriteTimeout:      cfg.WriteTimeout}
+	if len(vmAddrs) > 0 {
+		adm.Known = func(a netip.Addr) bool { _, vm := vmAddrs[a]; return !vm }
+	}
 	return md, adm
 }
 
-// fleetAddrs returns the set of the fleet's source addresses, or nil
-// when a VM with no address makes every address one of the fleet's, and
-// the number of GCE VMs.
-func fleetAddrs(fleet *forewarn.Fleet) (map[netip.Addr]struct{}, int) {
-	known := map[netip.Addr]struct{}{}
-	gceVMs := 0
+// fleetAddrs returns the set of the fleet's VMs' source addresses,
+// whether a VM has none (and so answers every caller), and the number
+// of GCE VMs.
+func fleetAddrs(fleet *forewarn.Fleet) (addrs map[netip.Addr]struct{}, anyAddr bool, gceVMs int) {
+	addrs = map[netip.Addr]struct{}{}
 	for _, vm := range fleet.VMs {
 		if vm.Provider == forewarn.GCE {
 			gceVMs++
 		}
 		if !vm.IP.IsValid() {
-			known = nil
-		} else if known != nil {
-			known[vm.IP.Unmap()] = struct{}{}
+			anyAddr = true
+		} else {
+			addrs[vm.IP.Unmap()] = struct{}{}
 		}
 	}
-	return known, gceVMs
+	return addrs, anyAddr, gceVMs
 }
 
 // fileBudget is how many connections both listeners together may hold
@@ -145,13 +179,16 @@ func fileBudget(limit uint64) int {
 }
 
 // httpServer returns the http.Server of one listener: h with the
-// configured deadlines on reading requests and idle connections.
-func httpServer(cfg Config, h http.Handler) *http.Server {
+// configured deadlines on reading requests and idle connections (the
+// write timeout is the listener's), telling ln which connections are
+// idle.
+func httpServer(cfg Config, h http.Handler, ln *connlimit.Listener) *http.Server {
 	return &http.Server{
 		Handler:           connlimit.BodyTimeout(h, cfg.BodyTimeout),
 		ReadHeaderTimeout: cfg.HeaderTimeout,
 		IdleTimeout:       cfg.IdleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
+		ConnState:         ln.ConnState,
 	}
 }
 
@@ -160,7 +197,8 @@ func (c *Config) validateConns() error {
 	for _, d := range []struct {
 		flag string
 		d    time.Duration
-	}{{"--header-timeout", c.HeaderTimeout}, {"--body-timeout", c.BodyTimeout}, {"--idle-timeout", c.IdleTimeout}} {
+	}{{"--header-timeout", c.HeaderTimeout}, {"--body-timeout", c.BodyTimeout}, {"--idle-timeout", c.IdleTimeout},
+		{"--write-timeout", c.WriteTimeout}} {
 		if d.d <= 0 {
 			return forewarn.Errorf(forewarn.EINVALID, "%s %s must be positive", d.flag, d.d)
 		}

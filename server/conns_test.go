@@ -1,7 +1,9 @@
 package server
 
 import (
+	"bytes"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"strings"
 	"testing"
@@ -52,6 +54,7 @@ func TestSizeCaps(t *testing.T) {
 		{"large fleet, 20000 files", def, testFleetOf(0, 1000, false), 20000, 48, 20000 - 2000 - 64, false, 16, 64},
 		{"unknown limit", def, testFleetOf(0, 1000, false), 0, 48, 8192 - 819 - 64, false, 16, 64},
 		{"long-polls not capped", noLongPollCap, testFleetOf(1, 1, false), 20000, 256, 2*256 + 256, false, 16, 64},
+		{"addresses and a VM of none", def, testFleetOf(2, 0, true), 20000, 48, 20000 - 2000 - 64, true, 16, 64},
 		{"caps set", set, testFleetOf(1, 1, false), 20000, 10, 100, false, 16, 64},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -72,6 +75,21 @@ func TestSizeCaps(t *testing.T) {
 			if md.Known != nil && (!md.Known(c.fleet.VMs[0].IP) || md.Known(netip.MustParseAddr("192.0.2.1"))) {
 				t.Errorf("Known does not tell the fleet's addresses from others")
 			}
+			// On the operator listener the fleet's VMs are the strangers;
+			// a VM of no address is no address's.
+			if vm := c.fleet.VMs[0]; !vm.IP.IsValid() {
+				if adm.Known != nil {
+					t.Errorf("the operator listener takes some address for a VM's in a fleet of no addresses")
+				}
+			} else if adm.Known == nil || adm.Known(vm.IP) || !adm.Known(netip.MustParseAddr("127.0.0.1")) {
+				t.Errorf("the operator listener does not take the fleet's VMs for strangers")
+			}
+			if adm.StrangerPerSource != 4 || adm.StrangerTotal != c.adminTotal/4 {
+				t.Errorf("operator listener: VMs %d each, %d together; want 4, %d", adm.StrangerPerSource, adm.StrangerTotal, c.adminTotal/4)
+			}
+			if md.WriteTimeout != c.cfg.WriteTimeout || adm.WriteTimeout != c.cfg.WriteTimeout || c.cfg.WriteTimeout <= 0 {
+				t.Errorf("write timeouts %v and %v, want %v", md.WriteTimeout, adm.WriteTimeout, c.cfg.WriteTimeout)
+			}
 		})
 	}
 }
@@ -88,6 +106,7 @@ func TestValidateConns(t *testing.T) {
 		{func(c *Config) { c.BodyTimeout = 0 }, "--body-timeout 0s must be positive"},
 		{func(c *Config) { c.HeaderTimeout = -time.Second }, "--header-timeout -1s must be positive"},
 		{func(c *Config) { c.IdleTimeout = 0 }, "--idle-timeout 0s must be positive"},
+		{func(c *Config) { c.WriteTimeout = 0 }, "--write-timeout 0s must be positive"},
 		{func(c *Config) { c.MaxConns = -1 }, "--max-conns -1 must not be negative"},
 		{func(c *Config) { c.MaxConnsPerSource = -1 }, "--max-conns-per-source -1 must not be negative"},
 		{func(c *Config) { c.MaxStrangerConns = 0 }, "--max-stranger-conns 0 must be positive"},
@@ -102,6 +121,24 @@ func TestValidateConns(t *testing.T) {
 		}
 		if err != nil && forewarn.ErrorCode(err) != forewarn.EINVALID {
 			t.Errorf("validateConns() = %v, want an EINVALID error", err)
+		}
+	}
+}
+
+// TestCapsWarnWhenFewVMsFillTheTotal: start warns when fewer than a
+// tenth of the fleet's VMs, holding a connection each, fill the
+// metadata API's total, and only then.
+func TestCapsWarnWhenFewVMsFillTheTotal(t *testing.T) {
+	for _, c := range []struct {
+		vms  int
+		warn bool
+	}{{1000, true}, {500, false}} {
+		cfg := DefaultConfig()
+		cfg.MaxConns = 50
+		var out bytes.Buffer
+		listenerCaps(cfg, testFleetOf(c.vms, 0, false), slog.New(slog.NewTextHandler(&out, nil)))
+		if got := strings.Contains(out.String(), "below a tenth of the fleet's"); got != c.warn {
+			t.Errorf("%d VMs, --max-conns 50: warned %v, want %v:\n%s", c.vms, got, c.warn, out.String())
 		}
 	}
 }

@@ -195,7 +195,8 @@ func newServer(ctx context.Context, cfg Config) (_ *Server, err error) {
 	}
 	s.addrs = [2]net.Addr{mdLn.Addr(), adLn.Addr()}
 	mdCaps, admCaps := listenerCaps(cfg, s.fleet, s.log)
-	s.listeners = [2]net.Listener{connlimit.New(mdLn, mdCaps), connlimit.New(adLn, admCaps)}
+	mdCapped, admCapped := connlimit.New(mdLn, mdCaps), connlimit.New(adLn, admCaps)
+	s.listeners = [2]net.Listener{mdCapped, admCapped}
 
 	s.adm = admin.NewServer(s.eng, s.log)
 	s.adm.Token, s.adm.Audit, s.adm.Metrics = token, s.audit, s.mets
@@ -223,7 +224,7 @@ func newServer(ctx context.Context, cfg Config) (_ *Server, err error) {
 	s.adm.History = s.hist
 	s.adm.Renderers = map[string]admin.Renderer{"azure": s.az, "gce": s.gc, "aws": s.ec2}
 	s.md = metadataHandler(s.az, s.gc, s.ec2)
-	s.servers = [2]*http.Server{httpServer(cfg, s.md), httpServer(cfg, s.adm)}
+	s.servers = [2]*http.Server{httpServer(cfg, s.md, mdCapped), httpServer(cfg, s.adm, admCapped)}
 	s.servers[0].ConnContext = aws.ConnContext
 	s.servers[0].RegisterOnShutdown(s.gc.Shutdown)
 	s.servers[0].RegisterOnShutdown(s.az.Shutdown)

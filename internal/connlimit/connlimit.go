@@ -1,6 +1,28 @@
 // Package connlimit bounds what one caller can hold of a server: a
-// Listener caps open connections per source address and in total, and
-// BodyTimeout bounds the time a request body may take.
+// Listener caps open connections per source address and in total,
+// shares the total out fairly when it is reached, and bounds the time
+// each write may go without progress; BodyTimeout bounds the time a
+// request body may take.
+//
+// # Admission
+//
+// A connection over its source's cap is refused. When the total is
+// reached, a new connection is not refused outright: a connection of
+// the heaviest source (the one holding the most) is closed to make room
+// for it, provided that source holds at least two more than the
+// newcomer's, so that it still holds at least as many as the newcomer
+// afterwards. Connections of strangers (addresses that are not Known)
+// go first, whatever their number, when a known caller needs room. The
+// source's idle connections go first: one that has not sent a whole
+// request yet, or is kept alive between requests (see
+// Listener.ConnState); when it has none, one in the middle of a request
+// (a held long-poll, say) is closed without an answer.
+//
+// So a caller holding n connections is refused another only when every
+// source holds at most n+1 of the total T: it takes T sources to refuse
+// a caller its first connection, and T/(n+1) to refuse its (n+1)th.
+// Finding the heaviest source costs O(1): sources are kept in buckets by
+// the number they hold.
 package connlimit
 
 import (
@@ -9,6 +31,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/netip"
 	"slices"
 	"strings"
@@ -22,53 +45,79 @@ import (
 type Config struct {
 	// PerSource caps the open connections of one known source address.
 	PerSource int
-	// Total caps all open connections.
+	// Total caps all open connections. Once it is reached, a new
+	// connection takes the place of one of the heaviest source's (see
+	// the package documentation) or is refused.
 	Total int
 	// Known reports whether a source address is an expected caller; nil
 	// means every address is. The connections of other addresses
 	// (strangers) are capped by StrangerPerSource each and by
 	// StrangerTotal together, so that strangers, however many, cannot
-	// crowd out known callers.
+	// crowd out known callers; and when the total is reached, a known
+	// caller's new connection takes the place of a stranger's first.
 	Known             func(netip.Addr) bool
 	StrangerPerSource int
 	StrangerTotal     int
+	// WriteTimeout, when positive, bounds how long a write to an
+	// accepted connection may go without progress: each write of up to
+	// writeChunk bytes must be done within it, or the write fails with a
+	// timeout (and net/http closes the connection). A connection that
+	// writes nothing, such as a held long-poll, is not affected. A
+	// shorter deadline set on the connection still applies.
+	WriteTimeout time.Duration
 	// Refusal, when set, is written (without waiting) to a refused
 	// connection before it is closed, e.g. an HTTP 503.
 	Refusal []byte
 	// Name names the listener in log lines.
 	Name string
-	// Logger receives a summary of refusals at most once per LogEvery
-	// (default 10 s); nil discards them.
+	// Logger receives a summary of refusals and evictions at most once
+	// per LogEvery (default 10 s); nil discards them.
 	Logger   *slog.Logger
 	LogEvery time.Duration
 }
+
+// writeChunk is the most one write deadline covers: a longer write is
+// made in pieces, each with its own deadline, so that a reader that is
+// slow but keeps reading is not cut off.
+const writeChunk = 64 << 10
+
+// victimScan bounds the sources looked at, heaviest first, for an idle
+// connection to close before an active one of the heaviest is closed.
+const victimScan = 16
 
 // Listener is a net.Listener whose Accept enforces the caps of its
 // Config. A connection over a cap is accepted, sent the Refusal and
 // closed at once, so it neither waits in the kernel's backlog nor holds
 // a file descriptor, and Accept goes on to the next connection.
+//
+// Set ConnState as the http.Server's ConnState hook, so that the
+// Listener knows which connections are idle.
 type Listener struct {
 	net.Listener
 	cfg Config
 
 	mu       sync.Mutex
-	open     map[netip.Addr]int // open connections per source
-	total    int                // open connections
-	strange  int                // open connections of strangers
-	pending  refusals           // refused since the last log line
-	flushing *time.Timer        // set while a log line is due
+	sources  map[netip.Addr]*source // sources with open connections
+	known    rank                   // known sources, by open connections
+	strange  rank                   // strangers, by open connections
+	pending  refusals               // refused and evicted since the last log line
+	flushing *time.Timer            // set while a log line is due
 	lastLog  time.Time
 
-	refused atomic.Int64
+	refused, evicted atomic.Int64
 }
 
-// refusals counts refused connections between two log lines.
+// refusals counts refused and evicted connections between two log lines.
 type refusals struct {
 	n       int
 	reasons map[string]int
 	// sources counts the first maxLoggedSources addresses refused;
 	// others count only in n.
 	sources map[netip.Addr]int
+	// evicted counts the connections closed to make room for others,
+	// evictedFrom the first maxLoggedSources addresses they were of.
+	evicted     int
+	evictedFrom map[netip.Addr]int
 }
 
 // maxLoggedSources bounds the addresses one log line names.
@@ -90,7 +139,7 @@ func New(ln net.Listener, cfg Config) *Listener {
 	if cfg.LogEvery <= 0 {
 		cfg.LogEvery = 10 * time.Second
 	}
-	return &Listener{Listener: ln, cfg: cfg, open: map[netip.Addr]int{}}
+	return &Listener{Listener: ln, cfg: cfg, sources: map[netip.Addr]*source{}}
 }
 
 // Accept returns the next connection within the caps, refusing the
@@ -101,18 +150,48 @@ func (l *Listener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		src := source(c.RemoteAddr())
-		stranger := l.cfg.Known != nil && !l.cfg.Known(src)
-		reason := l.acquire(src, stranger)
-		if reason == "" {
-			return &conn{Conn: c, l: l, src: src, stranger: stranger}, nil
+		if lc := l.admit(c); lc != nil {
+			return lc, nil
 		}
-		l.refuse(c, src, reason)
+	}
+}
+
+// admit returns c wrapped, counted under the caps, having closed a
+// connection of the heaviest source if that was needed to make room; or
+// refuses c and returns nil.
+func (l *Listener) admit(c net.Conn) net.Conn {
+	addr := sourceAddr(c.RemoteAddr())
+	stranger := l.cfg.Known != nil && !l.cfg.Known(addr)
+	lc := &conn{Conn: c, l: l}
+	victim, reason := l.acquire(lc, addr, stranger)
+	if victim != nil {
+		l.count(victim.src.addr, "", true)
+		_ = victim.Conn.Close() // its place is lc's already
+	}
+	if reason != "" {
+		l.refuse(c, addr, reason)
+		return nil
+	}
+	return lc
+}
+
+// ConnState records the state net/http reports for a connection of l's:
+// set it as the http.Server's ConnState. A connection is idle, and is
+// closed first to make room for others, while it is StateNew (no
+// complete request yet) or StateIdle (kept alive between requests);
+// without the hook every connection counts as idle.
+func (l *Listener) ConnState(c net.Conn, state http.ConnState) {
+	if lc, ok := c.(*conn); ok && lc.l == l {
+		lc.state.Store(int32(state))
 	}
 }
 
 // Refused returns how many connections the listener has refused.
 func (l *Listener) Refused() int64 { return l.refused.Load() }
+
+// Evicted returns how many connections the listener has closed to make
+// room for others once its total was reached.
+func (l *Listener) Evicted() int64 { return l.evicted.Load() }
 
 // Close closes the listener and logs the refusals not yet logged.
 // Connections already accepted stay open.
@@ -127,9 +206,9 @@ func (l *Listener) Close() error {
 	return err
 }
 
-// source returns the IP address of a connection's remote end; an address
-// that is not an IP (a pipe, a Unix socket) is the zero Addr.
-func source(a net.Addr) netip.Addr {
+// sourceAddr returns the IP address of a connection's remote end; an
+// address that is not an IP (a pipe, a Unix socket) is the zero Addr.
+func sourceAddr(a net.Addr) netip.Addr {
 	if t, ok := a.(*net.TCPAddr); ok {
 		return t.AddrPort().Addr().Unmap()
 	}
@@ -143,39 +222,79 @@ func source(a net.Addr) netip.Addr {
 	return ap.Addr().Unmap()
 }
 
-// acquire counts a new connection from src, or returns why it may not
-// be opened.
-func (l *Listener) acquire(src netip.Addr, stranger bool) string {
+// acquire counts c, a new connection from addr, under the caps, and
+// returns the connection it takes the place of (already released, to be
+// closed), if any; or it returns why c may not be opened.
+func (l *Listener) acquire(c *conn, addr netip.Addr, stranger bool) (victim *conn, reason string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	switch {
-	case !stranger && l.cfg.PerSource > 0 && l.open[src] >= l.cfg.PerSource:
-		return reasonPerSource
-	case stranger && l.cfg.StrangerPerSource > 0 && l.open[src] >= l.cfg.StrangerPerSource:
-		return reasonStrangerPerSource
-	case stranger && l.cfg.StrangerTotal > 0 && l.strange >= l.cfg.StrangerTotal:
-		return reasonStranger
-	case l.cfg.Total > 0 && l.total >= l.cfg.Total:
-		return reasonTotal
+	s := l.sources[addr]
+	held := 0
+	if s != nil {
+		held = s.n
 	}
-	l.open[src]++
-	l.total++
+	r := &l.known
 	if stranger {
-		l.strange++
+		r = &l.strange
 	}
-	return ""
+	switch {
+	case !stranger && l.cfg.PerSource > 0 && held >= l.cfg.PerSource:
+		return nil, reasonPerSource
+	case stranger && l.cfg.StrangerPerSource > 0 && held >= l.cfg.StrangerPerSource:
+		return nil, reasonStrangerPerSource
+	case stranger && l.cfg.StrangerTotal > 0 && l.strange.total >= l.cfg.StrangerTotal:
+		// Strangers make room for each other only.
+		if victim = l.strange.victim(held + 2); victim == nil {
+			return nil, reasonStranger
+		}
+	case l.cfg.Total > 0 && l.known.total+l.strange.total >= l.cfg.Total:
+		if !stranger {
+			victim = l.strange.victim(1)
+		}
+		if victim == nil {
+			victim = r.victim(held + 2)
+		}
+		if victim == nil {
+			return nil, reasonTotal
+		}
+	}
+	if victim != nil {
+		// Never of addr: its source holds at least two more than addr,
+		// or is a stranger when addr is not.
+		l.releaseLocked(victim)
+	}
+	if s == nil {
+		s = &source{addr: addr, stranger: stranger}
+		l.sources[addr] = s
+	}
+	c.src = s
+	s.push(c)
+	r.inc(s)
+	return victim, ""
 }
 
-// release forgets a closed connection from src.
-func (l *Listener) release(src netip.Addr, stranger bool) {
+// release forgets a closed connection.
+func (l *Listener) release(c *conn) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.open[src]--; l.open[src] <= 0 {
-		delete(l.open, src)
+	l.releaseLocked(c)
+}
+
+// releaseLocked forgets c, once; l.mu is held.
+func (l *Listener) releaseLocked(c *conn) {
+	if c.released {
+		return
 	}
-	l.total--
-	if stranger {
-		l.strange--
+	c.released = true
+	s := c.src
+	s.remove(c)
+	if s.stranger {
+		l.strange.dec(s)
+	} else {
+		l.known.dec(s)
+	}
+	if s.n == 0 {
+		delete(l.sources, s.addr)
 	}
 }
 
@@ -183,7 +302,7 @@ func (l *Listener) release(src netip.Addr, stranger bool) {
 // closes it. Counting first means that once the caller sees its
 // connection closed, the refusal is already in what Close logs.
 func (l *Listener) refuse(c net.Conn, src netip.Addr, reason string) {
-	l.count(src, reason)
+	l.count(src, reason, false)
 	if len(l.cfg.Refusal) > 0 {
 		// A new connection's send buffer is empty, so this does not
 		// wait; the deadline only makes sure of it.
@@ -193,20 +312,31 @@ func (l *Listener) refuse(c net.Conn, src netip.Addr, reason string) {
 	_ = c.Close()
 }
 
-// count adds a refusal to the pending log line and arranges for it to
-// be written.
-func (l *Listener) count(src netip.Addr, reason string) {
-	l.refused.Add(1)
+// count adds a refusal (or, with evicted, an eviction) of a connection
+// from src to the pending log line and arranges for it to be written.
+func (l *Listener) count(src netip.Addr, reason string, evicted bool) {
+	if evicted {
+		l.evicted.Add(1)
+	} else {
+		l.refused.Add(1)
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	p := &l.pending
-	if p.n == 0 {
-		p.reasons, p.sources = map[string]int{}, map[netip.Addr]int{}
+	if p.n == 0 && p.evicted == 0 {
+		p.reasons, p.sources, p.evictedFrom = map[string]int{}, map[netip.Addr]int{}, map[netip.Addr]int{}
 	}
-	p.n++
-	p.reasons[reason]++
-	if _, ok := p.sources[src]; ok || len(p.sources) < maxLoggedSources {
-		p.sources[src]++
+	if evicted {
+		p.evicted++
+		if _, ok := p.evictedFrom[src]; ok || len(p.evictedFrom) < maxLoggedSources {
+			p.evictedFrom[src]++
+		}
+	} else {
+		p.n++
+		p.reasons[reason]++
+		if _, ok := p.sources[src]; ok || len(p.sources) < maxLoggedSources {
+			p.sources[src]++
+		}
 	}
 	if l.flushing == nil {
 		wait := l.cfg.LogEvery - time.Since(l.lastLog)
@@ -219,20 +349,26 @@ func (l *Listener) count(src netip.Addr, reason string) {
 	}
 }
 
-// report logs the refusals counted since the last line, if any.
+// report logs the refusals and evictions counted since the last line,
+// if any.
 func (l *Listener) report() {
 	l.mu.Lock()
 	p := l.pending
 	l.pending = refusals{}
 	l.lastLog = time.Now()
-	total, strange := l.total, l.strange
+	total, strange := l.known.total+l.strange.total, l.strange.total
 	l.mu.Unlock()
-	if p.n == 0 {
-		return
+	switch {
+	case p.n > 0:
+		l.cfg.Logger.Warn("refused connections over a cap",
+			"listener", l.cfg.Name, "refused", p.n, "reasons", countList(p.reasons),
+			"sources", countList(p.sources), "evicted", p.evicted, "evicted_from", countList(p.evictedFrom),
+			"open", total, "open_strangers", strange)
+	case p.evicted > 0:
+		l.cfg.Logger.Warn("closed connections of the heaviest sources to make room for others",
+			"listener", l.cfg.Name, "evicted", p.evicted, "evicted_from", countList(p.evictedFrom),
+			"open", total, "open_strangers", strange)
 	}
-	l.cfg.Logger.Warn("refused connections over a cap",
-		"listener", l.cfg.Name, "refused", p.n, "reasons", countList(p.reasons),
-		"sources", countList(p.sources), "open", total, "open_strangers", strange)
 }
 
 // countList formats counts as "k=n" pairs, largest first.
@@ -261,20 +397,82 @@ func countList[K comparable](m map[K]int) string {
 	return b.String()
 }
 
-// conn is an accepted connection that frees its place when closed.
+// conn is an accepted connection that frees its place when closed and
+// bounds each write with the Listener's WriteTimeout.
 type conn struct {
 	net.Conn
-	l        *Listener
-	src      netip.Addr
-	stranger bool
-	once     sync.Once
+	l *Listener
+	// src, prev, next (its place in src's list) and released are
+	// guarded by l.mu.
+	src        *source
+	prev, next *conn
+	released   bool
+	// state is the http.ConnState net/http last reported.
+	state atomic.Int32
+	// deadline is the write deadline set on the connection, in Unix
+	// nanoseconds; 0 is none.
+	deadline atomic.Int64
+}
+
+// idle reports whether c is between requests or has not sent a whole
+// one yet, as far as net/http has told.
+func (c *conn) idle() bool {
+	s := http.ConnState(c.state.Load())
+	return s == http.StateNew || s == http.StateIdle
 }
 
 // Close closes the connection and frees its place under the caps.
 func (c *conn) Close() error {
 	err := c.Conn.Close()
-	c.once.Do(func() { c.l.release(c.src, c.stranger) })
+	c.l.release(c)
 	return err
+}
+
+// Write writes p in pieces of at most writeChunk bytes, each within
+// the Listener's WriteTimeout (or the connection's own write deadline,
+// if sooner).
+func (c *conn) Write(p []byte) (int, error) {
+	timeout := c.l.cfg.WriteTimeout
+	if timeout <= 0 {
+		return c.Conn.Write(p)
+	}
+	n := 0
+	for {
+		piece := p[:min(len(p), writeChunk)]
+		d := time.Now().Add(timeout)
+		if set := c.deadline.Load(); set != 0 && set < d.UnixNano() {
+			d = time.Unix(0, set)
+		}
+		_ = c.Conn.SetWriteDeadline(d) // a closed connection fails the write
+		k, err := c.Conn.Write(piece)
+		n += k
+		p = p[k:]
+		if err != nil || len(p) == 0 {
+			return n, err
+		}
+	}
+}
+
+// SetWriteDeadline sets the connection's write deadline, which bounds
+// each write besides the WriteTimeout.
+func (c *conn) SetWriteDeadline(t time.Time) error {
+	c.keepDeadline(t)
+	return c.Conn.SetWriteDeadline(t)
+}
+
+// SetDeadline sets the connection's read and write deadlines.
+func (c *conn) SetDeadline(t time.Time) error {
+	c.keepDeadline(t)
+	return c.Conn.SetDeadline(t)
+}
+
+// keepDeadline records a write deadline for Write to honour.
+func (c *conn) keepDeadline(t time.Time) {
+	if t.IsZero() {
+		c.deadline.Store(0)
+	} else {
+		c.deadline.Store(max(t.UnixNano(), 1))
+	}
 }
 
 // CloseWrite shuts down the writing side when the underlying connection
@@ -294,4 +492,135 @@ func (c *conn) SyscallConn() (syscall.RawConn, error) {
 		return sc.SyscallConn()
 	}
 	return nil, errors.ErrUnsupported
+}
+
+// source is the open connections of one address.
+type source struct {
+	addr     netip.Addr
+	stranger bool
+	// n counts the connections; first and last are the oldest and the
+	// newest. prev and next link the sources of its rank holding as
+	// many. All are guarded by the Listener's mu.
+	n           int
+	first, last *conn
+	prev, next  *source
+}
+
+// push adds c as s's newest connection; its rank counts it.
+func (s *source) push(c *conn) {
+	c.prev, c.next = s.last, nil
+	if s.last != nil {
+		s.last.next = c
+	} else {
+		s.first = c
+	}
+	s.last = c
+}
+
+// remove takes c out of s's connections; its rank counts it.
+func (s *source) remove(c *conn) {
+	if c.prev != nil {
+		c.prev.next = c.next
+	} else {
+		s.first = c.next
+	}
+	if c.next != nil {
+		c.next.prev = c.prev
+	} else {
+		s.last = c.prev
+	}
+	c.prev, c.next = nil, nil
+}
+
+// idleConn returns s's oldest idle connection, or nil.
+func (s *source) idleConn() *conn {
+	for c := s.first; c != nil; c = c.next {
+		if c.idle() {
+			return c
+		}
+	}
+	return nil
+}
+
+// rank orders sources by their open connections: buckets[n] heads the
+// list of the sources holding n, and top is the largest n held, so the
+// heaviest source is found in O(1) and a count moves in O(1).
+type rank struct {
+	buckets []*source
+	top     int
+	total   int // connections of all its sources
+}
+
+// inc counts a new connection of s.
+func (r *rank) inc(s *source) {
+	if s.n > 0 {
+		r.unlink(s)
+	}
+	s.n++
+	r.total++
+	r.link(s)
+	r.top = max(r.top, s.n)
+}
+
+// dec counts a closed connection of s.
+func (r *rank) dec(s *source) {
+	r.unlink(s)
+	s.n--
+	r.total--
+	if s.n > 0 {
+		r.link(s)
+	}
+	for r.top > 0 && r.buckets[r.top] == nil {
+		r.top--
+	}
+}
+
+// link puts s at the head of the bucket of its count.
+func (r *rank) link(s *source) {
+	for len(r.buckets) <= s.n {
+		r.buckets = append(r.buckets, nil)
+	}
+	s.prev, s.next = nil, r.buckets[s.n]
+	if s.next != nil {
+		s.next.prev = s
+	}
+	r.buckets[s.n] = s
+}
+
+// unlink takes s out of the bucket of its count.
+func (r *rank) unlink(s *source) {
+	if s.prev != nil {
+		s.prev.next = s.next
+	} else {
+		r.buckets[s.n] = s.next
+	}
+	if s.next != nil {
+		s.next.prev = s.prev
+	}
+	s.prev, s.next = nil, nil
+}
+
+// victim returns the connection to close to make room for another,
+// taken from a source holding at least atLeast (≥ 1), or nil when none
+// does: the oldest idle connection of the heaviest sources (looking at
+// up to victimScan of them, heaviest first), or else the oldest
+// connection of the heaviest.
+func (r *rank) victim(atLeast int) *conn {
+	var heaviest *source
+	scanned := 0
+	for n := r.top; n >= max(atLeast, 1) && scanned < victimScan; n-- {
+		for s := r.buckets[n]; s != nil && scanned < victimScan; s = s.next {
+			if heaviest == nil {
+				heaviest = s
+			}
+			if c := s.idleConn(); c != nil {
+				return c
+			}
+			scanned++
+		}
+	}
+	if heaviest == nil {
+		return nil
+	}
+	return heaviest.first
 }

@@ -66,7 +66,7 @@ func mustAccept(t *testing.T, accepted <-chan net.Conn, from string) net.Conn {
 	t.Helper()
 	select {
 	case c := <-accepted:
-		if got := source(c.RemoteAddr()).String(); got != from {
+		if got := sourceAddr(c.RemoteAddr()).String(); got != from {
 			t.Fatalf("accepted a connection from %s, want %s", got, from)
 		}
 		return c
@@ -142,8 +142,8 @@ func TestReleaseOnClose(t *testing.T) {
 	noneAccepted(t, accepted)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.total != 1 || len(l.open) != 1 {
-		t.Errorf("counted %d open from %d sources, want 1 from 1", l.total, len(l.open))
+	if total := l.known.total + l.strange.total; total != 1 || len(l.sources) != 1 {
+		t.Errorf("counted %d open from %d sources, want 1 from 1", total, len(l.sources))
 	}
 }
 
