@@ -18,6 +18,7 @@ import (
 	"github.com/forewarn/forewarn/engine"
 	"github.com/forewarn/forewarn/history"
 	"github.com/forewarn/forewarn/internal/query"
+	"github.com/forewarn/forewarn/internal/ratelimit"
 	"github.com/forewarn/forewarn/metrics"
 )
 
@@ -29,6 +30,7 @@ var (
 	hdrText   = []string{"application/text"}
 	hdrJSON   = []string{"application/json"}
 	hdrHTML   = []string{"text/html; charset=UTF-8"}
+	hdrClose  = []string{"close"}
 )
 
 // Server serves the Compute Engine metadata API to the fleet's GCE VMs.
@@ -43,6 +45,8 @@ type Server struct {
 	// MaxWaiters caps each VM's concurrent held long-polls (0: no cap);
 	// an excess request gets 503. Set it before serving.
 	MaxWaiters int
+	// limits throttles each VM; nil when throttling is off.
+	limits *ratelimit.Limiter
 	// closing is closed by Shutdown to release every held long-poll.
 	closing   chan struct{}
 	closeOnce sync.Once
@@ -109,6 +113,22 @@ func (s *Server) Shutdown() {
 // DefaultMaxWaiters is the default per-VM cap on held long-polls.
 const DefaultMaxWaiters = 32
 
+// DefaultRateLimit is each GCE VM's requests per second by default. The
+// metadata server rate-limits with 429 but publishes no figure
+// (docs/wire-decisions.md); 50 a second is ten times what a VM needs
+// that watches every maintenance key with long-polls and reads its
+// instance/ directory besides.
+const DefaultRateLimit = 50
+
+// SetRateLimit throttles each GCE VM to rate requests per second (in
+// bursts of up to rate requests); excess requests get 429 and the
+// connection is closed. A wait_for_change request counts once, when it
+// is made: holding it costs nothing. A rate that is not a positive
+// finite number turns throttling off. Call it before serving.
+func (s *Server) SetRateLimit(rate float64) {
+	s.limits = ratelimit.ForRate(rate, s.docs)
+}
+
 // NewServer returns a Server answering for eng's fleet. It renders every
 // GCE VM's document now and again whenever the engine publishes a change.
 func NewServer(eng *engine.Engine, log *slog.Logger) *Server {
@@ -165,6 +185,10 @@ func writeError(w http.ResponseWriter, r *http.Request, status int, detail strin
 	fmt.Fprintf(w, "<!DOCTYPE html>\n<html lang=en>\n<meta charset=utf-8>\n<title>Error %d (%s)</title>\n<p><b>%d.</b> %s\n<p>URL: <code>%s</code>\n",
 		status, http.StatusText(status), status, html.EscapeString(detail), html.EscapeString(r.URL.Path))
 }
+
+// pageTooMany is the error page of a request over the VM's rate limit,
+// written as it is: throttled requests cost no formatting.
+var pageTooMany = []byte("<!DOCTYPE html>\n<html lang=en>\n<meta charset=utf-8>\n<title>Error 429 (Too Many Requests)</title>\n<p><b>429.</b> Too many requests from this VM; retry later.\n")
 
 // params are the query parameters the server understands.
 type params struct {
@@ -271,6 +295,15 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, vm *forewarn.VM) 
 		return
 	case vm.Provider != forewarn.GCE:
 		writeError(w, r, http.StatusNotFound, "The requested URL was not found on this server.")
+		return
+	case s.limits != nil && !s.limits.Allow(vm.Name):
+		// Refused, not mistaken: a fixed page, nothing looked up or
+		// rendered, and the connection closes after it, so that a
+		// caller pipelining requests holds nothing.
+		h["Connection"] = hdrClose
+		h["Content-Type"] = hdrHTML
+		w.WriteHeader(http.StatusTooManyRequests)
+		_, _ = w.Write(pageTooMany)
 		return
 	case r.Method != http.MethodGet && r.Method != http.MethodHead:
 		w.Header().Set("Allow", "GET, HEAD")
