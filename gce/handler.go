@@ -115,9 +115,10 @@ const DefaultMaxWaiters = 32
 
 // DefaultRateLimit is each GCE VM's requests per second by default. The
 // metadata server rate-limits with 429 but publishes no figure
-// (docs/wire-decisions.md); 50 a second is ten times what a VM needs
-// that watches every maintenance key with long-polls and reads its
-// instance/ directory besides.
+// (docs/wire-decisions.md). 50 a second leaves room to spare for a VM
+// that watches every maintenance key with long-polls, issued again after
+// each change, and reads instance/ once a second besides: about 18 a
+// second while its keys change ten times a second.
 const DefaultRateLimit = 50
 
 // SetRateLimit throttles each GCE VM to rate requests per second (in
