@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/forewarn/forewarn"
@@ -39,6 +40,7 @@ const (
 	msgTooMany      = "Too many requests"
 	msgBadFormat    = "Bad request. The format query parameter must be json or text"
 	msgLeafFormat   = "Bad request. A leaf node requires format=text"
+	msgNoSpace      = "Service unavailable. The approval could not be recorded, so it was not made; retry after some time"
 )
 
 // Server serves the Azure metadata API to the fleet's Azure VMs.
@@ -188,8 +190,9 @@ func (s *Server) callerName(r *http.Request) string {
 }
 
 var (
-	hdrJSON = []string{"application/json; charset=utf-8"}
-	hdrText = []string{"text/plain; charset=utf-8"}
+	hdrJSON       = []string{"application/json; charset=utf-8"}
+	hdrText       = []string{"text/plain; charset=utf-8"}
+	hdrRetryAfter = []string{"1"}
 )
 
 // writeError writes a JSON error body {"error": msg}.
@@ -481,11 +484,18 @@ func (s *Server) approve(w http.ResponseWriter, r *http.Request, vm *forewarn.VM
 	}
 	now := time.Now()
 	if err := s.eng.Approve(r.Context(), vm.Name, ids); err != nil {
-		switch forewarn.ErrorCode(err) {
-		case forewarn.ENOTFOUND:
+		switch code := forewarn.ErrorCode(err); {
+		case code == forewarn.ENOTFOUND:
 			writeError(w, http.StatusBadRequest, fmt.Sprintf(msgUnknownEvent, unknownID(s.eng, vm, ids)))
-		case forewarn.EUNAVAILABLE:
+		case code == forewarn.EUNAVAILABLE:
 			writeError(w, http.StatusServiceUnavailable, "Service unavailable")
+		case code == forewarn.ENOSPACE || noSpace(err):
+			// The disk is full: a condition that passes, not a fault of
+			// the server's, so the VM is told to retry, as IMDS tells it
+			// when it cannot take a request (docs/wire-decisions.md).
+			s.log.Error("approve: the store has no space left", "vm", vm.Name, "err", err)
+			w.Header()["Retry-After"] = hdrRetryAfter
+			writeError(w, http.StatusServiceUnavailable, msgNoSpace)
 		default:
 			s.log.Error("approve", "vm", vm.Name, "err", err)
 			writeError(w, http.StatusInternalServerError, "Internal server error")
@@ -497,6 +507,14 @@ func (s *Server) approve(w http.ResponseWriter, r *http.Request, vm *forewarn.VM
 		s.history.NoteApproval(w, ev.ID, ev.Type == forewarn.Terminate && !view.Own(ev), s.late(ev, now))
 	}
 	w.WriteHeader(http.StatusOK)
+}
+
+// noSpace reports whether err is a write's failure for want of disk
+// space: ENOSPC, or EDQUOT for a used-up quota. bbolt reports a failure
+// to grow its file with the errno's text only, so the text counts too.
+func noSpace(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) ||
+		strings.Contains(err.Error(), syscall.ENOSPC.Error()) || strings.Contains(err.Error(), syscall.EDQUOT.Error())
 }
 
 // late reports whether an approval at now of ev, as it was before the
