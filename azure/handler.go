@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/forewarn/forewarn"
 	"github.com/forewarn/forewarn/engine"
@@ -195,6 +196,23 @@ var (
 	hdrRetryAfter = []string{"1"}
 )
 
+// maxEcho is the most of a request's own value an error repeats.
+const maxEcho = 64
+
+// clip returns v, a value from the request, to repeat in an error: cut
+// at a character boundary to at most maxEcho bytes, and marked with "…"
+// when cut, so that an error never carries a request's megabytes back.
+func clip(v string) string {
+	if len(v) <= maxEcho {
+		return v
+	}
+	n := maxEcho
+	for n > 0 && !utf8.RuneStart(v[n]) {
+		n--
+	}
+	return v[:n] + "…"
+}
+
 // writeError writes a JSON error body {"error": msg}.
 func writeError(w http.ResponseWriter, status int, msg string) {
 	b := append([]byte(`{"error": `), mustJSON(msg)...)
@@ -324,7 +342,7 @@ func parseQuery(w http.ResponseWriter, r *http.Request, buf []query.Param) (para
 		return nil, false
 	}
 	if k := query.Repeated(ps); k != "" {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf(msgDupParam, k))
+		writeError(w, http.StatusBadRequest, fmt.Sprintf(msgDupParam, clip(k)))
 		return nil, false
 	}
 	return ps, true
@@ -465,7 +483,7 @@ func (s *Server) approve(w http.ResponseWriter, r *http.Request, vm *forewarn.VM
 	// caller, no event at all.
 	for _, id := range ids {
 		if t, err := s.eng.TypeOf(id); err == nil && !ver.shows(t) {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf(msgUnknownEvent, id))
+			writeError(w, http.StatusBadRequest, fmt.Sprintf(msgUnknownEvent, clip(id)))
 			return
 		}
 	}
@@ -486,7 +504,7 @@ func (s *Server) approve(w http.ResponseWriter, r *http.Request, vm *forewarn.VM
 	if err := s.eng.Approve(r.Context(), vm.Name, ids); err != nil {
 		switch code := forewarn.ErrorCode(err); {
 		case code == forewarn.ENOTFOUND:
-			writeError(w, http.StatusBadRequest, fmt.Sprintf(msgUnknownEvent, unknownID(s.eng, vm, ids)))
+			writeError(w, http.StatusBadRequest, fmt.Sprintf(msgUnknownEvent, clip(unknownID(s.eng, vm, ids))))
 		case code == forewarn.EUNAVAILABLE:
 			writeError(w, http.StatusServiceUnavailable, "Service unavailable")
 		case code == forewarn.ENOSPACE || noSpace(err):
