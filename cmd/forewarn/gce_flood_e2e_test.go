@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -275,8 +276,9 @@ func processCPU(pid int) time.Duration {
 
 // TestGCERateLimitFlag: the real binary holds a GCE VM to
 // --gce-rate-limit (2 a second: the third request at once gets 429 with
-// Metadata-Flavor and a closed connection), and --gce-rate-limit 0 turns
-// throttling off.
+// Metadata-Flavor and a closed connection, and a throttled finding in
+// the client-behaviour report), and --gce-rate-limit 0 turns throttling
+// off.
 func TestGCERateLimitFlag(t *testing.T) {
 	dir := t.TempDir()
 	fleetFile := filepath.Join(dir, "fleet.yaml")
@@ -284,11 +286,12 @@ func TestGCERateLimitFlag(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
-		rate  string
-		codes []int
+		rate      string
+		codes     []int
+		throttled int
 	}{
-		{"2", []int{200, 200, 429}},
-		{"0", []int{200, 200, 200, 200, 200, 200, 200, 200, 200, 200}},
+		{"2", []int{200, 200, 429}, 1},
+		{"0", []int{200, 200, 200, 200, 200, 200, 200, 200, 200, 200}, 0},
 	} {
 		s := startServerArgs(t, filepath.Join(dir, "data"+c.rate), fleetFile, "--gce-rate-limit", c.rate)
 		var got []int
@@ -308,6 +311,28 @@ func TestGCERateLimitFlag(t *testing.T) {
 		}
 		if !slices.Equal(got, c.codes) {
 			t.Errorf("--gce-rate-limit %s: %v, want %v", c.rate, got, c.codes)
+		}
+		// The client-behaviour report counts the VM's 429s.
+		var rep struct {
+			VMs []struct {
+				Name     string
+				Findings []struct {
+					Kind  string
+					Count int
+				}
+			}
+		}
+		if err := json.Unmarshal([]byte(s.mustCLI(t, "report", "--vm", "g", "--json")), &rep); err != nil || len(rep.VMs) != 1 {
+			t.Fatalf("report: %v %+v", err, rep)
+		}
+		throttled := 0
+		for _, f := range rep.VMs[0].Findings {
+			if f.Kind == "throttled" {
+				throttled = f.Count
+			}
+		}
+		if throttled != c.throttled {
+			t.Errorf("--gce-rate-limit %s: the report's throttled finding counts %d, want %d", c.rate, throttled, c.throttled)
 		}
 		s.stop(t)
 	}
