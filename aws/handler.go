@@ -62,6 +62,7 @@ var (
 	hdrServer = []string{"EC2ws"}
 	hdrText   = []string{"text/plain"}
 	hdrHTML   = []string{"text/html"}
+	hdrClose  = []string{"close"}
 )
 
 // Server serves the EC2 instance metadata service to the fleet's aws VMs.
@@ -269,6 +270,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, vm *forewarn.VM) 
 			left = s.check(vm, tok[0])
 		}
 		if left == nil {
+			// Refused, not mistaken, as a 403 or a 429: the caller
+			// holds no connection (clients fetch a new token, on a new
+			// connection, and try again).
+			h["Connection"] = hdrClose
 			writeError(w, http.StatusUnauthorized)
 			return
 		}

@@ -12,7 +12,9 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/forewarn/forewarn"
 	"github.com/forewarn/forewarn/engine"
@@ -39,6 +41,7 @@ const (
 	msgTooMany      = "Too many requests"
 	msgBadFormat    = "Bad request. The format query parameter must be json or text"
 	msgLeafFormat   = "Bad request. A leaf node requires format=text"
+	msgNoSpace      = "Service unavailable. The approval could not be recorded, so it was not made; retry after some time"
 )
 
 // Server serves the Azure metadata API to the fleet's Azure VMs.
@@ -188,9 +191,27 @@ func (s *Server) callerName(r *http.Request) string {
 }
 
 var (
-	hdrJSON = []string{"application/json; charset=utf-8"}
-	hdrText = []string{"text/plain; charset=utf-8"}
+	hdrJSON       = []string{"application/json; charset=utf-8"}
+	hdrText       = []string{"text/plain; charset=utf-8"}
+	hdrRetryAfter = []string{"1"}
 )
+
+// maxEcho is the most of a request's own value an error repeats.
+const maxEcho = 64
+
+// clip returns v, a value from the request, to repeat in an error: cut
+// at a character boundary to at most maxEcho bytes, and marked with "…"
+// when cut, so that an error never carries a request's megabytes back.
+func clip(v string) string {
+	if len(v) <= maxEcho {
+		return v
+	}
+	n := maxEcho
+	for n > 0 && !utf8.RuneStart(v[n]) {
+		n--
+	}
+	return v[:n] + "…"
+}
 
 // writeError writes a JSON error body {"error": msg}.
 func writeError(w http.ResponseWriter, status int, msg string) {
@@ -321,7 +342,7 @@ func parseQuery(w http.ResponseWriter, r *http.Request, buf []query.Param) (para
 		return nil, false
 	}
 	if k := query.Repeated(ps); k != "" {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf(msgDupParam, k))
+		writeError(w, http.StatusBadRequest, fmt.Sprintf(msgDupParam, clip(k)))
 		return nil, false
 	}
 	return ps, true
@@ -462,7 +483,7 @@ func (s *Server) approve(w http.ResponseWriter, r *http.Request, vm *forewarn.VM
 	// caller, no event at all.
 	for _, id := range ids {
 		if t, err := s.eng.TypeOf(id); err == nil && !ver.shows(t) {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf(msgUnknownEvent, id))
+			writeError(w, http.StatusBadRequest, fmt.Sprintf(msgUnknownEvent, clip(id)))
 			return
 		}
 	}
@@ -481,11 +502,18 @@ func (s *Server) approve(w http.ResponseWriter, r *http.Request, vm *forewarn.VM
 	}
 	now := time.Now()
 	if err := s.eng.Approve(r.Context(), vm.Name, ids); err != nil {
-		switch forewarn.ErrorCode(err) {
-		case forewarn.ENOTFOUND:
-			writeError(w, http.StatusBadRequest, fmt.Sprintf(msgUnknownEvent, unknownID(s.eng, vm, ids)))
-		case forewarn.EUNAVAILABLE:
+		switch code := forewarn.ErrorCode(err); {
+		case code == forewarn.ENOTFOUND:
+			writeError(w, http.StatusBadRequest, fmt.Sprintf(msgUnknownEvent, clip(unknownID(s.eng, vm, ids))))
+		case code == forewarn.EUNAVAILABLE:
 			writeError(w, http.StatusServiceUnavailable, "Service unavailable")
+		case code == forewarn.ENOSPACE || noSpace(err):
+			// The disk is full: a condition that passes, not a fault of
+			// the server's, so the VM is told to retry, as IMDS tells it
+			// when it cannot take a request (docs/wire-decisions.md).
+			s.log.Error("approve: the store has no space left", "vm", vm.Name, "err", err)
+			w.Header()["Retry-After"] = hdrRetryAfter
+			writeError(w, http.StatusServiceUnavailable, msgNoSpace)
 		default:
 			s.log.Error("approve", "vm", vm.Name, "err", err)
 			writeError(w, http.StatusInternalServerError, "Internal server error")
@@ -497,6 +525,14 @@ func (s *Server) approve(w http.ResponseWriter, r *http.Request, vm *forewarn.VM
 		s.history.NoteApproval(w, ev.ID, ev.Type == forewarn.Terminate && !view.Own(ev), s.late(ev, now))
 	}
 	w.WriteHeader(http.StatusOK)
+}
+
+// noSpace reports whether err is a write's failure for want of disk
+// space: ENOSPC, or EDQUOT for a used-up quota. bbolt reports a failure
+// to grow its file with the errno's text only, so the text counts too.
+func noSpace(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) ||
+		strings.Contains(err.Error(), syscall.ENOSPC.Error()) || strings.Contains(err.Error(), syscall.EDQUOT.Error())
 }
 
 // late reports whether an approval at now of ev, as it was before the

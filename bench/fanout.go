@@ -49,7 +49,7 @@ func Fanout(ctx context.Context, cfg FanoutConfig) (*FanoutReport, error) {
 		cfg.Settle = 2 * time.Second
 	}
 	addrs := Addrs(cfg.AddrBase, cfg.Waiters)
-	srv, err := startForewarn(cfg.Binary, fleet("gce", addrs), "--max-long-polls", "0", "--rate-limit", "0")
+	srv, err := startForewarn(cfg.Binary, fleet("gce", addrs), "--max-long-polls", "0", "--rate-limit", "0", "--gce-rate-limit", "0")
 	if err != nil {
 		return nil, err
 	}

@@ -156,7 +156,7 @@ func newHAFleet(cfg HAConfig) *haFleet {
 
 // haServeFlags are given to every server of an HA run: no throttling and
 // no cap on held long-polls, as in the poll and fanout modes.
-var haServeFlags = []string{"--rate-limit", "0", "--max-long-polls", "0"}
+var haServeFlags = []string{"--rate-limit", "0", "--gce-rate-limit", "0", "--max-long-polls", "0"}
 
 // HA measures, on one bbolt server and on replicas sharing an etcd that
 // it starts itself: operator write latency, GET throughput against the

@@ -25,8 +25,8 @@ type PollConfig struct {
 	Warmup   time.Duration `json:"warmup"`
 	// Rounds alternates Forewarn and the ceiling this many times.
 	Rounds int `json:"rounds"`
-	// RateLimit is passed to the Forewarn server as --rate-limit and
-	// --aws-rate-limit; 0 is off.
+	// RateLimit is passed to the Forewarn server as --rate-limit,
+	// --aws-rate-limit and --gce-rate-limit; 0 is off.
 	RateLimit float64 `json:"rateLimit"`
 	// Ceiling also measures a minimal net/http server with the same bytes.
 	Ceiling bool `json:"ceiling"`
@@ -159,7 +159,7 @@ func Poll(ctx context.Context, cfg PollConfig) (*PollReport, error) {
 	if target == "" {
 		var err error
 		fw, err = startForewarn(cfg.Binary, fleet(cfg.API, addrs), "--rate-limit", fmt.Sprint(cfg.RateLimit),
-			"--aws-rate-limit", fmt.Sprint(cfg.RateLimit))
+			"--aws-rate-limit", fmt.Sprint(cfg.RateLimit), "--gce-rate-limit", fmt.Sprint(cfg.RateLimit))
 		if err != nil {
 			return nil, err
 		}

@@ -216,7 +216,7 @@ func start(t TB, fleet *forewarn.Fleet, opts []Option) (*Server, error) {
 	cfg := server.DefaultConfig()
 	cfg.Store, cfg.DataDir, cfg.Fleet = server.StoreMem, "", fleet
 	cfg.AllowShortNotice = true
-	cfg.RateLimit, cfg.AWSRateLimit = 0, 0
+	cfg.RateLimit, cfg.AWSRateLimit, cfg.GCERateLimit = 0, 0, 0
 	cfg.MetadataAddr, cfg.AdminAddr = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.Logger = o.logger
 	if pipes {

@@ -62,11 +62,13 @@ func BenchmarkMaintenanceEventStaleETag(b *testing.B) {
 }
 
 // TestMaintenanceEventDoesNotAllocate pins the benchmark's result, with
-// request metrics and without.
+// request metrics and without, under a rate limit; and a throttled
+// request allocates nothing either.
 func TestMaintenanceEventDoesNotAllocate(t *testing.T) {
 	for _, withMetrics := range []bool{false, true} {
 		t.Run(fmt.Sprintf("metrics+history=%v", withMetrics), func(t *testing.T) {
 			e, s := setup(t)
+			s.SetRateLimit(1e9)
 			var m *metrics.Metrics
 			if withMetrics {
 				m = metrics.New("mem")
@@ -81,12 +83,22 @@ func TestMaintenanceEventDoesNotAllocate(t *testing.T) {
 					t.Errorf("%q: %v allocations per GET", q, n)
 				}
 			}
+			s.SetRateLimit(1e-9)
+			r := maintenanceRequest("")
+			w := &discard{h: http.Header{}}
+			s.ServeHTTP(w, r) // the one request the budget holds
+			if n := testing.AllocsPerRun(200, func() { clear(w.h); s.ServeHTTP(w, r) }); n != 0 || w.code != 429 {
+				t.Errorf("throttled: %v allocations per GET, status %d", n, w.code)
+			}
 			if !withMetrics {
 				return
 			}
 			// Each query: one request, then AllocsPerRun's 201.
-			if got := metricstest.Value(t, m, "forewarn_metadata_requests_total", "api=gce", "route=maintenance-event", "code=200"); got != 3*202 {
-				t.Errorf("requests counted: %v, want %d", got, 3*202)
+			if got := metricstest.Value(t, m, "forewarn_metadata_requests_total", "api=gce", "route=maintenance-event", "code=200"); got != 3*202+1 {
+				t.Errorf("requests counted: %v, want %d", got, 3*202+1)
+			}
+			if got := metricstest.Value(t, m, "forewarn_metadata_throttled_total", "api=gce"); got != 201 {
+				t.Errorf("throttled counted: %v, want 201", got)
 			}
 		})
 	}

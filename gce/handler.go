@@ -13,11 +13,13 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/forewarn/forewarn"
 	"github.com/forewarn/forewarn/engine"
 	"github.com/forewarn/forewarn/history"
 	"github.com/forewarn/forewarn/internal/query"
+	"github.com/forewarn/forewarn/internal/ratelimit"
 	"github.com/forewarn/forewarn/metrics"
 )
 
@@ -29,6 +31,7 @@ var (
 	hdrText   = []string{"application/text"}
 	hdrJSON   = []string{"application/json"}
 	hdrHTML   = []string{"text/html; charset=UTF-8"}
+	hdrClose  = []string{"close"}
 )
 
 // Server serves the Compute Engine metadata API to the fleet's GCE VMs.
@@ -43,6 +46,8 @@ type Server struct {
 	// MaxWaiters caps each VM's concurrent held long-polls (0: no cap);
 	// an excess request gets 503. Set it before serving.
 	MaxWaiters int
+	// limits throttles each VM; nil when throttling is off.
+	limits *ratelimit.Limiter
 	// closing is closed by Shutdown to release every held long-poll.
 	closing   chan struct{}
 	closeOnce sync.Once
@@ -109,6 +114,23 @@ func (s *Server) Shutdown() {
 // DefaultMaxWaiters is the default per-VM cap on held long-polls.
 const DefaultMaxWaiters = 32
 
+// DefaultRateLimit is each GCE VM's requests per second by default. The
+// metadata server rate-limits with 429 but publishes no figure
+// (docs/wire-decisions.md). 50 a second leaves room to spare for a VM
+// that watches every maintenance key with long-polls, issued again after
+// each change, and reads instance/ once a second besides: about 18 a
+// second while its keys change ten times a second.
+const DefaultRateLimit = 50
+
+// SetRateLimit throttles each GCE VM to rate requests per second (in
+// bursts of up to rate requests); excess requests get 429 and the
+// connection is closed. A wait_for_change request counts once, when it
+// is made: holding it costs nothing. A rate that is not a positive
+// finite number turns throttling off. Call it before serving.
+func (s *Server) SetRateLimit(rate float64) {
+	s.limits = ratelimit.ForRate(rate, s.docs)
+}
+
 // NewServer returns a Server answering for eng's fleet. It renders every
 // GCE VM's document now and again whenever the engine publishes a change.
 func NewServer(eng *engine.Engine, log *slog.Logger) *Server {
@@ -163,8 +185,29 @@ func writeError(w http.ResponseWriter, r *http.Request, status int, detail strin
 	w.Header()["Content-Type"] = hdrHTML
 	w.WriteHeader(status)
 	fmt.Fprintf(w, "<!DOCTYPE html>\n<html lang=en>\n<meta charset=utf-8>\n<title>Error %d (%s)</title>\n<p><b>%d.</b> %s\n<p>URL: <code>%s</code>\n",
-		status, http.StatusText(status), status, html.EscapeString(detail), html.EscapeString(r.URL.Path))
+		status, http.StatusText(status), status, html.EscapeString(detail), html.EscapeString(clip(r.URL.Path)))
 }
+
+// maxEcho is the most of a request's own value an error repeats.
+const maxEcho = 64
+
+// clip returns v, a value from the request, to repeat in an error: cut
+// at a character boundary to at most maxEcho bytes, and marked with "…"
+// when cut, so that an error never carries a request's megabytes back.
+func clip(v string) string {
+	if len(v) <= maxEcho {
+		return v
+	}
+	n := maxEcho
+	for n > 0 && !utf8.RuneStart(v[n]) {
+		n--
+	}
+	return v[:n] + "…"
+}
+
+// pageTooMany is the error page of a request over the VM's rate limit,
+// written as it is: throttled requests cost no formatting.
+var pageTooMany = []byte("<!DOCTYPE html>\n<html lang=en>\n<meta charset=utf-8>\n<title>Error 429 (Too Many Requests)</title>\n<p><b>429.</b> Too many requests from this VM; retry later.\n")
 
 // params are the query parameters the server understands.
 type params struct {
@@ -205,7 +248,7 @@ func parseParams(raw string) (params, string) {
 		case strings.EqualFold(v, "true"):
 			return true, ""
 		}
-		return false, fmt.Sprintf("%s must be true or false, not %q", name, v)
+		return false, fmt.Sprintf("%s must be true or false, not %q", name, clip(v))
 	}
 	var msg string
 	if p.recursive, msg = boolean("recursive"); msg != "" {
@@ -221,7 +264,7 @@ func parseParams(raw string) (params, string) {
 	case strings.EqualFold(alt, "text"):
 		p.alt = "text"
 	default:
-		return p, fmt.Sprintf("alt must be json or text, not %q", alt)
+		return p, fmt.Sprintf("alt must be json or text, not %q", clip(alt))
 	}
 	// An empty last_etag counts as none.
 	p.lastETag = get("last_etag")
@@ -232,7 +275,7 @@ func parseParams(raw string) (params, string) {
 			// Longer than a time.Duration holds (292 years): unbounded,
 			// never wrapped round to an instant.
 		case err != nil:
-			return p, fmt.Sprintf("timeout_sec must be a whole number of seconds, not %q", ts)
+			return p, fmt.Sprintf("timeout_sec must be a whole number of seconds, not %q", clip(ts))
 		default:
 			p.timeout, p.timeoutGiven = time.Duration(n)*time.Second, true
 		}
@@ -272,9 +315,18 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, vm *forewarn.VM) 
 	case vm.Provider != forewarn.GCE:
 		writeError(w, r, http.StatusNotFound, "The requested URL was not found on this server.")
 		return
+	case s.limits != nil && !s.limits.Allow(vm.Name):
+		// Refused, not mistaken: a fixed page, nothing looked up or
+		// rendered, and the connection closes after it, so that a
+		// caller pipelining requests holds nothing.
+		h["Connection"] = hdrClose
+		h["Content-Type"] = hdrHTML
+		w.WriteHeader(http.StatusTooManyRequests)
+		_, _ = w.Write(pageTooMany)
+		return
 	case r.Method != http.MethodGet && r.Method != http.MethodHead:
 		w.Header().Set("Allow", "GET, HEAD")
-		writeError(w, r, http.StatusMethodNotAllowed, "The method "+r.Method+" is not allowed.")
+		writeError(w, r, http.StatusMethodNotAllowed, "The method "+clip(r.Method)+" is not allowed.")
 		return
 	case len(r.Header.Values("X-Forwarded-For")) > 0:
 		writeError(w, r, http.StatusForbidden, "Requests with an X-Forwarded-For header are not allowed.")

@@ -80,6 +80,9 @@ type Config struct {
 	RateLimit float64
 	// AWSRateLimit is each EC2 VM's requests per second; 0 turns it off.
 	AWSRateLimit float64
+	// GCERateLimit is each GCE VM's requests per second; 0 turns it off.
+	// A wait_for_change request counts when it is made, not while held.
+	GCERateLimit float64
 	// MaxLongPolls caps each GCE VM's held wait_for_change requests.
 	MaxLongPolls int
 	// RequestHistory is how many recent metadata requests the server
@@ -130,6 +133,7 @@ func DefaultConfig() Config {
 		DisableAfter:    24 * time.Hour,
 		RateLimit:       azure.DefaultRateLimit,
 		AWSRateLimit:    aws.DefaultRateLimit,
+		GCERateLimit:    gce.DefaultRateLimit,
 		MaxLongPolls:    gce.DefaultMaxWaiters,
 		RequestHistory:  history.DefaultSize,
 		ShutdownTimeout: 10 * time.Second,
@@ -203,6 +207,9 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if err := checkRateLimit("--rate-limit", c.RateLimit); err != nil {
+		return err
+	}
+	if err := checkRateLimit("--gce-rate-limit", c.GCERateLimit); err != nil {
 		return err
 	}
 	if c.MaxLongPolls < 0 {

@@ -209,6 +209,7 @@ func newServer(ctx context.Context, cfg Config) (_ *Server, err error) {
 	s.az.SetMetrics(s.mets)
 	s.gc = gce.NewServer(s.eng, s.log)
 	s.gc.MaxWaiters = cfg.MaxLongPolls
+	s.gc.SetRateLimit(cfg.GCERateLimit)
 	s.gc.SetMetrics(s.mets)
 	s.ec2 = aws.NewServer(s.eng, s.log)
 	s.ec2.SetRateLimit(cfg.AWSRateLimit)

@@ -168,6 +168,7 @@ func TestNewRefuses(t *testing.T) {
 		{func(c *server.Config) { c.EtcdEndpoints = []string{"http://127.0.0.1:1"} }, "--etcd-endpoints needs --store etcd"},
 		{func(c *server.Config) { c.AdminAddr = "0.0.0.0:0" }, "--admin-addr 0.0.0.0:0 is not a loopback address"},
 		{func(c *server.Config) { c.RateLimit = -1 }, "--rate-limit -1"},
+		{func(c *server.Config) { c.GCERateLimit = -1 }, "--gce-rate-limit -1"},
 	} {
 		cfg := memConfig(t)
 		c.set(&cfg)

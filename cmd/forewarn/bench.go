@@ -57,7 +57,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fs.DurationVar(&cfg.Duration, "duration", 10*time.Second, "measured time per server, split over the rounds")
 		fs.DurationVar(&cfg.Warmup, "warmup", 2*time.Second, "unmeasured warm-up per server")
 		fs.IntVar(&cfg.Rounds, "rounds", 4, "alternate Forewarn and the ceiling this many times")
-		fs.Float64Var(&cfg.RateLimit, "rate-limit", 0, "the server's --rate-limit (0: throttling off)")
+		fs.Float64Var(&cfg.RateLimit, "rate-limit", 0, "the server's --rate-limit, --aws-rate-limit and --gce-rate-limit (0: throttling off)")
 		fs.BoolVar(&cfg.Ceiling, "ceiling", true, "also measure a minimal net/http server returning the same bytes")
 		fs.StringVar(&cfg.Target, "target", "", "host:port of a running server whose fleet has the VMs at --addr-base (default: start one)")
 		run = func() (any, error) {

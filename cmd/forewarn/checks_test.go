@@ -41,13 +41,14 @@ func serveOnce(t *testing.T, cfg ServeConfig) error {
 	}
 }
 
-// TestServeRefusesBadValues: --rate-limit NaN, infinite or negative is
-// refused before anything starts.
+// TestServeRefusesBadValues: --rate-limit, --aws-rate-limit or
+// --gce-rate-limit NaN, infinite or negative is refused before anything
+// starts.
 func TestServeRefusesBadValues(t *testing.T) {
 	// A server that wrongly starts stops at once: its context is done.
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	for _, flag := range []string{"--rate-limit", "--aws-rate-limit"} {
+	for _, flag := range []string{"--rate-limit", "--aws-rate-limit", "--gce-rate-limit"} {
 		for _, v := range []string{"NaN", "Inf", "+Inf", "-Inf", "-1", "-0.5"} {
 			var stdout, stderr strings.Builder
 			code := runServe(ctx, []string{"--data", t.TempDir(), flag, v,
