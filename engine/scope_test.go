@@ -31,6 +31,7 @@ func TestCreateAllOneEventPerScopeGroup(t *testing.T) {
 		if n := len(e.Events()); n != 0 {
 			t.Fatalf("a refused Create made %d events", n)
 		}
+		synctest.Wait() // the VMs' first calls are written in the background
 		rev := e.Revision()
 		evs, err := e.CreateAll(ctx, engine.Spec{Type: forewarn.Freeze, VMs: names})
 		if err != nil {
@@ -164,6 +165,7 @@ func TestStartAllCompleteAll(t *testing.T) {
 			t.Fatalf("completing Scheduled events: %v", err)
 		}
 		wantStatus(t, e, forewarn.Scheduled, ids...)
+		synctest.Wait() // the VMs' first calls are written in the background
 		rev := e.Revision()
 		if err := e.StartAll(ctx, ids); err != nil {
 			t.Fatal(err)
