@@ -17,7 +17,7 @@ func (s *Server) handleReport(w http.ResponseWriter, r *http.Request) {
 	for k, vs := range q {
 		switch {
 		case k != "vm":
-			s.writeError(w, r, forewarn.Errorf(forewarn.EINVALID, "unknown parameter %q (want vm=NAME)", k))
+			s.writeError(w, r, forewarn.Errorf(forewarn.EINVALID, "unknown parameter %s (want vm=NAME)", quote(k)))
 			return
 		case len(vs) > 1:
 			s.writeError(w, r, forewarn.Errorf(forewarn.EINVALID, "parameter vm is given %d times; give one VM", len(vs)))
@@ -26,7 +26,7 @@ func (s *Server) handleReport(w http.ResponseWriter, r *http.Request) {
 	}
 	rep, err := report.Build(s.eng, s.History, time.Now(), q.Get("vm"))
 	if err != nil {
-		s.writeError(w, r, err)
+		s.writeError(w, r, shorten(err, q.Get("vm")))
 		return
 	}
 	s.writeJSON(w, r, http.StatusOK, rep)

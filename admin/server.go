@@ -28,6 +28,7 @@ import (
 	"net/http/pprof"
 	"net/netip"
 	"path"
+	"strconv"
 	"strings"
 	"time"
 
@@ -247,7 +248,7 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 	h, pattern := s.mux.Handler(r)
 	if p := r.URL.Path; p != path.Clean(p) && p != path.Clean(p)+"/" {
 		// The mux would redirect to the clean path with a plain-text body.
-		s.writeError(w, r, forewarn.Errorf(forewarn.ENOTFOUND, "no route for %s %s", r.Method, p))
+		s.writeError(w, r, forewarn.Errorf(forewarn.ENOTFOUND, "no route for %s %s", clip(r.Method), clip(p)))
 		return
 	}
 	if pattern != "" {
@@ -262,11 +263,11 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", allow)
 		s.writeError(w, r, &statusError{
 			status: http.StatusMethodNotAllowed,
-			err:    forewarn.Errorf(forewarn.EINVALID, "method %s is not allowed for %s (allowed: %s)", r.Method, r.URL.Path, allow),
+			err:    forewarn.Errorf(forewarn.EINVALID, "method %s is not allowed for %s (allowed: %s)", clip(r.Method), clip(r.URL.Path), allow),
 		})
 		return
 	}
-	s.writeError(w, r, forewarn.Errorf(forewarn.ENOTFOUND, "no route for %s %s", r.Method, r.URL.Path))
+	s.writeError(w, r, forewarn.Errorf(forewarn.ENOTFOUND, "no route for %s %s", clip(r.Method), clip(r.URL.Path)))
 }
 
 // handleMetrics serves the server's metrics in the Prometheus exposition
@@ -314,7 +315,7 @@ func (req *CreateRequest) spec() (engine.Spec, error) {
 	}
 	typ, err := forewarn.ParseEventType(req.Type)
 	if err != nil {
-		return engine.Spec{}, err
+		return engine.Spec{}, shorten(err, req.Type)
 	}
 	spec := engine.Spec{
 		Type:        typ,
@@ -331,7 +332,7 @@ func (req *CreateRequest) spec() (engine.Spec, error) {
 	}
 	if req.Source != "" {
 		if spec.Source, err = forewarn.ParseSource(req.Source); err != nil {
-			return engine.Spec{}, err
+			return engine.Spec{}, shorten(err, req.Source)
 		}
 	}
 	return spec, nil
@@ -345,7 +346,7 @@ func parseDuration(field, s string) (time.Duration, error) {
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil {
-		return 0, forewarn.Errorf(forewarn.EINVALID, "invalid %s %q: want a duration such as 15m or 90s", field, s)
+		return 0, forewarn.Errorf(forewarn.EINVALID, "invalid %s %s: want a duration such as 15m or 90s", field, quote(s))
 	}
 	return d, nil
 }
@@ -389,7 +390,7 @@ func (s *Server) handleReschedule(w http.ResponseWriter, r *http.Request) {
 	}
 	at, err := time.Parse(time.RFC3339, req.NotBefore)
 	if err != nil {
-		s.writeError(w, r, forewarn.Errorf(forewarn.EINVALID, "notBefore %q is not an RFC 3339 time such as 2026-01-02T15:04:05Z", req.NotBefore))
+		s.writeError(w, r, forewarn.Errorf(forewarn.EINVALID, "notBefore %s is not an RFC 3339 time such as 2026-01-02T15:04:05Z", quote(req.NotBefore)))
 		return
 	}
 	s.act(w, r, s.eng.Reschedule(r.Context(), r.PathValue("id"), at))
@@ -430,7 +431,7 @@ func (s *Server) handleStartWave(w http.ResponseWriter, r *http.Request) {
 	}
 	wave, err := s.eng.StartWave(r.Context(), spec)
 	if err != nil {
-		s.writeError(w, r, err)
+		s.writeError(w, r, shorten(err, spec.Scope))
 		return
 	}
 	s.writeJSON(w, r, http.StatusCreated, wave)
@@ -447,7 +448,7 @@ func (req *WaveRequest) spec() (engine.WaveSpec, error) {
 	}
 	typ, err := forewarn.ParseEventType(req.Type)
 	if err != nil {
-		return engine.WaveSpec{}, err
+		return engine.WaveSpec{}, shorten(err, req.Type)
 	}
 	spec := engine.WaveSpec{Scope: req.Scope, Type: typ}
 	if spec.Notice, err = parseDuration("notice", req.Notice); err != nil {
@@ -588,7 +589,7 @@ func parseTimeout(v string) (time.Duration, error) {
 	if strings.HasPrefix(v, "P") {
 		d, err := fleetfile.ParseISODuration(v)
 		if err != nil {
-			return 0, forewarn.Errorf(forewarn.EINVALID, "invalid terminateNotBeforeTimeout %q: %v", v, err)
+			return 0, forewarn.Errorf(forewarn.EINVALID, "invalid terminateNotBeforeTimeout %s: %s", quote(v), shortened(err.Error(), v))
 		}
 		return d, nil
 	}
@@ -724,12 +725,23 @@ func decodeError(err error) error {
 		if typ.Field == "" {
 			return forewarn.Errorf(forewarn.EINVALID, "request body must be a JSON object, not %s", typ.Value)
 		}
-		return forewarn.Errorf(forewarn.EINVALID, "field %q must be %s, not %s", typ.Field, jsonKind(typ.Type.String()), typ.Value)
+		// A number's Value holds the number as it was sent.
+		return forewarn.Errorf(forewarn.EINVALID, "field %q must be %s, not %s", typ.Field, jsonKind(typ.Type.String()), clip(typ.Value))
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		// encoding/json has no typed error for DisallowUnknownFields.
-		return forewarn.Errorf(forewarn.EINVALID, "%s", strings.TrimPrefix(err.Error(), "json: "))
+		// encoding/json has no typed error for DisallowUnknownFields;
+		// its message quotes the field's name with %q.
+		name, uerr := strconv.Unquote(strings.TrimPrefix(err.Error(), "json: unknown field "))
+		if uerr != nil {
+			return forewarn.Errorf(forewarn.EINVALID, "unknown field")
+		}
+		return unknownField(name)
 	}
 	return forewarn.Errorf(forewarn.EINVALID, "malformed JSON: %s", strings.TrimPrefix(err.Error(), "json: "))
+}
+
+// unknownField refuses a body's field that its request does not have.
+func unknownField(name string) error {
+	return forewarn.Errorf(forewarn.EINVALID, "unknown field %s", quote(name))
 }
 
 // jsonKind names the JSON kind a Go type decodes from.
@@ -786,6 +798,8 @@ func errorStatus(err error) int {
 // writeError answers err in the JSON error shape. Internal errors are
 // logged and answered with a generic message.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	// The engine quotes the names and IDs of the path whole.
+	err = shorten(err, r.PathValue("id"), r.PathValue("name"))
 	if forewarn.ErrorCode(err) == forewarn.EINTERNAL && noSpace(err) {
 		s.log.Error("admin request failed", logMethod, r.Method, logPath, r.URL.Path, logErr, err)
 		err = errNoSpace
@@ -800,7 +814,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		// closes after the answer.
 		w.Header().Set("Connection", "close")
 	}
-	s.writeJSON(w, r, status, errorResponse{Error: errorBody{Code: code, Message: forewarn.ErrorMessage(err)}})
+	s.writeJSON(w, r, status, errorResponse{Error: errorBody{Code: code, Message: capMessage(forewarn.ErrorMessage(err))}})
 }
 
 // writeJSON answers v as JSON with the given status.
