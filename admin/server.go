@@ -170,6 +170,14 @@ type Server struct {
 	// sees now on each metadata API, which GET /v1/vms/{name} shows. Set
 	// it before serving.
 	Renderers map[string]Renderer
+	// AllowedHosts are the names, besides its own address and the
+	// loopback names, that requests may give in Host: the names the
+	// operator reaches the server by (through a reverse proxy, or on an
+	// address of its own). Each is a host name or an IP address, any port
+	// (see ValidAllowedHost). Set it before serving.
+	AllowedHosts []string
+	// cop refuses cross-origin writes.
+	cop *http.CrossOriginProtection
 	// vmAddrs maps the fleet's explicit VM addresses to VM names; without
 	// a token, requests from them are refused.
 	vmAddrs map[netip.Addr]string
@@ -183,7 +191,7 @@ func NewServer(eng *engine.Engine, log *slog.Logger) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{eng: eng, log: log, mux: http.NewServeMux(), vmAddrs: vmAddrs(eng.Fleet())}
+	s := &Server{eng: eng, log: log, mux: http.NewServeMux(), vmAddrs: vmAddrs(eng.Fleet()), cop: http.NewCrossOriginProtection()}
 	s.mux.HandleFunc("GET /healthz", s.handleHealth)
 	s.mux.HandleFunc("GET /v1/events", s.handleListEvents)
 	s.mux.HandleFunc("POST /v1/events", s.handleCreateEvent)
@@ -228,8 +236,14 @@ func (s *Server) Shutdown() { s.ui.Shutdown() }
 
 // ServeHTTP routes r. Requests that match no route are answered in the
 // API's JSON error shape rather than the mux's plain text. Writes are
-// audited: see AuditLog.
+// audited: see AuditLog. Requests for another host (421), cross-origin
+// writes (403) and writes whose body is not JSON (415) are refused
+// before anything else: see guard.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if err := s.guard(r); err != nil {
+		s.refuse(w, r, caller(r), err)
+		return
+	}
 	who, err := s.authenticate(r)
 	if err != nil {
 		s.refuse(w, r, who, err)
