@@ -200,13 +200,14 @@ func (w *answerWatcher) Write(b []byte) (int, error) {
 // entry, with the status being answered, is in the audit log.
 func TestAuditEntryBeforeAnswer(t *testing.T) {
 	_, s, audit := auditedServer(t, filepath.Join(t.TempDir(), "audit.log"), nil)
-	many := `{"type":"Freeze","vms":["db_0"],"description":"` + strings.Repeat("x", 64<<10) + `"}`
+	// A create's values are at most 64 KiB, their quotes included.
+	many := `{"type":"Freeze","vms":["db_0"],"description":"` + strings.Repeat("x", 60<<10) + `"}`
 	for i, c := range []struct {
 		method, path, body string
 		status             int
 	}{
 		{"POST", "/v1/vms/db_0/restart", "", 201},
-		{"POST", "/v1/events", many, 201}, // a 64 KiB answer
+		{"POST", "/v1/events", many, 201}, // a 60 KiB answer
 		{"POST", "/v1/events/NOPE/approve", "", 404},
 		{"POST", "/v1/events", "{", 400},
 		{"DELETE", "/v1/events", "", 405},

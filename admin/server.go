@@ -22,13 +22,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/pprof"
 	"net/netip"
 	"path"
-	"strconv"
 	"strings"
 	"time"
 
@@ -39,12 +37,6 @@ import (
 	"github.com/forewarn/forewarn/metrics"
 	"github.com/forewarn/forewarn/ui"
 )
-
-// MaxBodyBytes is the largest request body the server reads; a larger
-// one is refused with 413 Request Entity Too Large. It admits one event
-// naming every VM of a 100,000-VM fleet, even with 64-character names
-// (about 6.7 MB).
-const MaxBodyBytes = 16 << 20
 
 // CreateRequest is the body of POST /v1/events.
 type CreateRequest struct {
@@ -178,6 +170,9 @@ type Server struct {
 	AllowedHosts []string
 	// cop refuses cross-origin writes.
 	cop *http.CrossOriginProtection
+	// maxNames and maxName bound a create's list of VM names: the
+	// fleet's VMs, and the length of its longest name.
+	maxNames, maxName int
 	// vmAddrs maps the fleet's explicit VM addresses to VM names; without
 	// a token, requests from them are refused.
 	vmAddrs map[netip.Addr]string
@@ -192,6 +187,10 @@ func NewServer(eng *engine.Engine, log *slog.Logger) *Server {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{eng: eng, log: log, mux: http.NewServeMux(), vmAddrs: vmAddrs(eng.Fleet()), cop: http.NewCrossOriginProtection()}
+	s.maxNames = len(eng.Fleet().VMs)
+	for _, vm := range eng.Fleet().VMs {
+		s.maxName = max(s.maxName, len(vm.Name))
+	}
 	s.mux.HandleFunc("GET /healthz", s.handleHealth)
 	s.mux.HandleFunc("GET /v1/events", s.handleListEvents)
 	s.mux.HandleFunc("POST /v1/events", s.handleCreateEvent)
@@ -304,7 +303,7 @@ func (s *Server) handleListEvents(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleCreateEvent(w http.ResponseWriter, r *http.Request) {
 	var req CreateRequest
-	if err := decode(w, r, &req, false); err != nil {
+	if err := s.decodeCreate(w, r, &req); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -691,86 +690,6 @@ func (s *Server) vmEvent(w http.ResponseWriter, r *http.Request, typ forewarn.Ev
 		return
 	}
 	s.writeJSON(w, r, http.StatusCreated, ev)
-}
-
-// decode reads r's JSON body into v, strictly: unknown fields, values of
-// the wrong type, trailing data and bodies over MaxBodyBytes are refused.
-// An empty body leaves v alone when optional, and is an error otherwise.
-func decode(w http.ResponseWriter, r *http.Request, v any, optional bool) error {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
-	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
-	if err == nil {
-		// Exactly one value: anything but the end of the body is an error.
-		if err = dec.Decode(&json.RawMessage{}); err == nil {
-			return forewarn.Errorf(forewarn.EINVALID, "malformed JSON: unexpected data after the request object")
-		}
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-	}
-	if errors.Is(err, io.EOF) && optional {
-		return nil
-	}
-	return decodeError(err)
-}
-
-// decodeError turns a JSON decoding or body reading error into an
-// EINVALID error whose message names the problem.
-func decodeError(err error) error {
-	var (
-		syntax   *json.SyntaxError
-		typ      *json.UnmarshalTypeError
-		tooLarge *http.MaxBytesError
-	)
-	switch {
-	case errors.As(err, &tooLarge):
-		return &statusError{
-			status: http.StatusRequestEntityTooLarge,
-			err:    forewarn.Errorf(forewarn.EINVALID, "request body is larger than %d bytes", tooLarge.Limit),
-		}
-	case errors.Is(err, io.EOF):
-		return forewarn.Errorf(forewarn.EINVALID, "missing request body: want a JSON object")
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		return forewarn.Errorf(forewarn.EINVALID, "malformed JSON: unexpected end of the body")
-	case errors.As(err, &syntax):
-		return forewarn.Errorf(forewarn.EINVALID, "malformed JSON at byte %d: %s", syntax.Offset, strings.TrimPrefix(syntax.Error(), "json: "))
-	case errors.As(err, &typ):
-		if typ.Field == "" {
-			return forewarn.Errorf(forewarn.EINVALID, "request body must be a JSON object, not %s", typ.Value)
-		}
-		// A number's Value holds the number as it was sent.
-		return forewarn.Errorf(forewarn.EINVALID, "field %q must be %s, not %s", typ.Field, jsonKind(typ.Type.String()), clip(typ.Value))
-	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		// encoding/json has no typed error for DisallowUnknownFields;
-		// its message quotes the field's name with %q.
-		name, uerr := strconv.Unquote(strings.TrimPrefix(err.Error(), "json: unknown field "))
-		if uerr != nil {
-			return forewarn.Errorf(forewarn.EINVALID, "unknown field")
-		}
-		return unknownField(name)
-	}
-	return forewarn.Errorf(forewarn.EINVALID, "malformed JSON: %s", strings.TrimPrefix(err.Error(), "json: "))
-}
-
-// unknownField refuses a body's field that its request does not have.
-func unknownField(name string) error {
-	return forewarn.Errorf(forewarn.EINVALID, "unknown field %s", quote(name))
-}
-
-// jsonKind names the JSON kind a Go type decodes from.
-func jsonKind(goType string) string {
-	switch {
-	case goType == "string":
-		return "a string"
-	case goType == "bool":
-		return "a boolean"
-	case goType == "int" || goType == "*int":
-		return "a whole number"
-	case strings.HasPrefix(goType, "[]"):
-		return "an array"
-	}
-	return "of type " + goType
 }
 
 // statusError is an error whose HTTP status is not the one its code maps
