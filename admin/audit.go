@@ -400,7 +400,7 @@ func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	s.writeJSON(w, r, http.StatusOK, auditResponse{Entries: entries})
+	writeList(s, w, r, "entries", entries) // as auditResponse
 }
 
 // auditResponse is the body of GET /v1/audit.

@@ -24,12 +24,22 @@ func (s *Server) handleReport(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	rep, err := report.Build(s.eng, s.History, time.Now(), q.Get("vm"))
+	end, err := s.turn(r.Context()) // Start copies every event
+	if err != nil {
+		s.writeBusy(w, r, err)
+		return
+	}
+	st, err := report.Start(s.eng, s.History, time.Now(), q.Get("vm"))
+	end()
 	if err != nil {
 		s.writeError(w, r, shorten(err, q.Get("vm")))
 		return
 	}
-	s.writeJSON(w, r, http.StatusOK, rep)
+	// Written VM by VM: however large the fleet, and however slow the
+	// reader, the answer holds one VM's report at a time.
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = st.WriteTo(w) // a failed write means the client went away
 }
 
 // Report returns the client-behaviour report of every VM, or of the VM

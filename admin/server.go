@@ -170,6 +170,10 @@ type Server struct {
 	AllowedHosts []string
 	// cop refuses cross-origin writes.
 	cop *http.CrossOriginProtection
+	// large holds the turns of the large answers; largeWait is how long
+	// a request waits for one.
+	large     chan struct{}
+	largeWait time.Duration
 	// maxNames and maxName bound a create's list of VM names: the
 	// fleet's VMs, and the length of its longest name.
 	maxNames, maxName int
@@ -187,6 +191,7 @@ func NewServer(eng *engine.Engine, log *slog.Logger) *Server {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{eng: eng, log: log, mux: http.NewServeMux(), vmAddrs: vmAddrs(eng.Fleet()), cop: http.NewCrossOriginProtection()}
+	s.large, s.largeWait = make(chan struct{}, maxLarge), defaultLargeWait
 	s.maxNames = len(eng.Fleet().VMs)
 	for _, vm := range eng.Fleet().VMs {
 		s.maxName = max(s.maxName, len(vm.Name))
@@ -265,6 +270,14 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if pattern != "" {
+		if largeRoutes[pattern] {
+			end, err := s.turn(r.Context())
+			if err != nil {
+				s.writeBusy(w, r, err)
+				return
+			}
+			defer end()
+		}
 		s.mux.ServeHTTP(w, r)
 		return
 	}
@@ -298,7 +311,7 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleListEvents(w http.ResponseWriter, r *http.Request) {
-	s.writeJSON(w, r, http.StatusOK, eventsResponse{Events: s.eng.Events()})
+	writeList(s, w, r, "events", s.eng.Events()) // as eventsResponse
 }
 
 func (s *Server) handleCreateEvent(w http.ResponseWriter, r *http.Request) {
@@ -474,7 +487,7 @@ func (req *WaveRequest) spec() (engine.WaveSpec, error) {
 }
 
 func (s *Server) handleListVMs(w http.ResponseWriter, r *http.Request) {
-	s.writeJSON(w, r, http.StatusOK, vmsResponse{VMs: s.eng.VMs()})
+	writeList(s, w, r, "vms", s.eng.VMs()) // as vmsResponse
 }
 
 // Renderer is a metadata server's current rendering of a VM; azure,
