@@ -18,9 +18,9 @@ import (
 // whole before it decodes it, at about 13 times its size for a list of
 // short strings, so a 16 MiB body read at once cost some 200 MB. A
 // create's body, the only large one (its VM names), is read token by
-// token: each value at most maxValueBytes, the names at most as many as
-// the fleet has VMs and as long as its longest name. Other bodies are
-// small and are read whole, up to maxSmallBody.
+// token: each value at most maxValueBytes, and the names only while they
+// are names of the fleet's VMs, each once (so no more than the fleet
+// has). Other bodies are small and are read whole, up to maxSmallBody.
 
 // MaxBodyBytes is the largest create body (POST /v1/events) the server
 // reads; a larger one is refused with 413 Request Entity Too Large. It
@@ -237,9 +237,10 @@ func quoteChar(c byte) string {
 // decodeCreate reads r's body, a CreateRequest, into req, as decode
 // reads a body (strictly: unknown fields, values of the wrong type and
 // trailing data are refused), but token by token: it refuses a field
-// given twice, a value longer than maxValueBytes, a vms list naming more
-// VMs than the fleet has, and a name longer than any of the fleet's, as
-// it meets them, and never holds more of the body than one value.
+// given twice, a value longer than maxValueBytes, and in the vms list a
+// name of no VM, a VM named twice, or more VMs than the fleet has, as it
+// meets them, and never holds more of the body than one value and the
+// list of names.
 func (s *Server) decodeCreate(w http.ResponseWriter, r *http.Request, req *CreateRequest) error {
 	if r.ContentLength > MaxBodyBytes {
 		return tooLarge(MaxBodyBytes)
@@ -316,8 +317,11 @@ func (s *Server) decodeCreate(w http.ResponseWriter, r *http.Request, req *Creat
 }
 
 // decodeNames reads the value of a create's vms field: null, or an
-// array of at most as many names as the fleet has VMs, each no longer
-// than its longest name.
+// array of names of the fleet's VMs, each at most once. It refuses an
+// unknown name or a name given twice as it meets it, as the engine
+// would, so that a list of the same name, or of made-up ones, is not read
+// to its end; and a list longer than the fleet, which would repeat one.
+// The names it returns are the fleet's own strings.
 func (s *Server) decodeNames(dec *json.Decoder, lim *valueLimit) ([]string, error) {
 	tok, err := lim.token(dec, "vms")
 	if err != nil {
@@ -331,6 +335,7 @@ func (s *Server) decodeNames(dec *json.Decoder, lim *valueLimit) ([]string, erro
 		return nil, forewarn.Errorf(forewarn.EINVALID, "field %q must be %s, not %s", "vms", jsonKind("[]string"), tokenKind(tok))
 	}
 	names := []string{}
+	var named []uint64 // a bit per VM of the fleet, by index
 	for dec.More() {
 		if len(names) == s.maxNames {
 			return nil, forewarn.Errorf(forewarn.EINVALID, "field %q names more VMs than the fleet's %d", "vms", s.maxNames)
@@ -344,11 +349,18 @@ func (s *Server) decodeNames(dec *json.Decoder, lim *valueLimit) ([]string, erro
 			}
 			return nil, lim.error(dec, err, "vms", false)
 		}
-		if len(name) > s.maxName {
-			// No VM has so long a name; the engine would say the same.
+		i, ok := s.vmIndex[name]
+		if !ok {
 			return nil, forewarn.Errorf(forewarn.ENOTFOUND, "unknown VM %s", quote(name))
 		}
-		names = append(names, name)
+		if named == nil {
+			named = make([]uint64, (s.maxNames+63)/64)
+		}
+		if named[i/64]&(1<<(i%64)) != 0 {
+			return nil, forewarn.Errorf(forewarn.EINVALID, "VM %s is named twice", quote(name))
+		}
+		named[i/64] |= 1 << (i % 64)
+		names = append(names, s.eng.Fleet().VMs[i].Name)
 	}
 	if _, err := lim.token(dec, "vms"); err != nil { // the array's end
 		return nil, err

@@ -174,9 +174,11 @@ type Server struct {
 	// a request waits for one.
 	large     chan struct{}
 	largeWait time.Duration
-	// maxNames and maxName bound a create's list of VM names: the
-	// fleet's VMs, and the length of its longest name.
-	maxNames, maxName int
+	// vmIndex gives the index of each VM of the fleet by name, and
+	// maxNames is their number: what a create's list of names is
+	// checked against as it is read.
+	vmIndex  map[string]int
+	maxNames int
 	// vmAddrs maps the fleet's explicit VM addresses to VM names; without
 	// a token, requests from them are refused.
 	vmAddrs map[netip.Addr]string
@@ -193,8 +195,9 @@ func NewServer(eng *engine.Engine, log *slog.Logger) *Server {
 	s := &Server{eng: eng, log: log, mux: http.NewServeMux(), vmAddrs: vmAddrs(eng.Fleet()), cop: http.NewCrossOriginProtection()}
 	s.large, s.largeWait = make(chan struct{}, maxLarge), defaultLargeWait
 	s.maxNames = len(eng.Fleet().VMs)
-	for _, vm := range eng.Fleet().VMs {
-		s.maxName = max(s.maxName, len(vm.Name))
+	s.vmIndex = make(map[string]int, s.maxNames)
+	for i, vm := range eng.Fleet().VMs {
+		s.vmIndex[vm.Name] = i
 	}
 	s.mux.HandleFunc("GET /healthz", s.handleHealth)
 	s.mux.HandleFunc("GET /v1/events", s.handleListEvents)
