@@ -76,12 +76,16 @@ func newHarness(t *testing.T, store forewarn.Store) *harness {
 	return &harness{eng: eng, srv: srv, client: admin.NewClient(srv.URL, srv.Client()), logs: logs}
 }
 
-// raw sends body to path and returns the status, Content-Type and body.
+// raw sends body to path, as JSON when there is one, and returns the
+// status, Content-Type and body.
 func (h *harness) raw(t *testing.T, method, path, body string) (int, string, string) {
 	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), method, h.srv.URL+path, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := h.srv.Client().Do(req)
 	if err != nil {

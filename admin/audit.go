@@ -373,14 +373,15 @@ func auditError(err error) error {
 	return forewarn.Errorf(forewarn.EUNAVAILABLE, "the audit log could not record this request, so it was not attempted; the server log says why")
 }
 
-// refuse answers a request authenticate refused with err, and records
-// it when it is a write.
+// refuse answers a request that guard or authenticate refused with err,
+// and records it when it is a write.
 func (s *Server) refuse(w http.ResponseWriter, r *http.Request, who string, err error) {
 	if forewarn.ErrorCode(err) == forewarn.EUNAUTHORIZED {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="forewarn"`)
 	}
 	// A refused caller holds nothing: the connection closes after the
-	// answer (401 without the token, 403 from a VM's address).
+	// answer (401 without the token, 403 from a VM's address or another
+	// site's page, 415, 421).
 	w.Header().Set("Connection", "close")
 	s.writeError(w, r, err)
 	if s.Audit != nil && r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -400,7 +401,7 @@ func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	s.writeJSON(w, r, http.StatusOK, auditResponse{Entries: entries})
+	writeList(s, w, r, "entries", entries) // as auditResponse
 }
 
 // auditResponse is the body of GET /v1/audit.

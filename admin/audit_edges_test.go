@@ -54,6 +54,7 @@ func auditedServer(t *testing.T, path string, fleet *forewarn.Fleet) (*engine.En
 // serve sends one request to h in process and returns the answer.
 func serve(h http.Handler, method, target, remote, token string) *httptest.ResponseRecorder {
 	r := httptest.NewRequest(method, target, nil)
+	r.Host = "localhost" // not httptest's example.com, which the server refuses
 	r.RemoteAddr = remote
 	if token != "" {
 		r.Header.Set("Authorization", "Bearer "+token)
@@ -212,7 +213,10 @@ func TestAuditEntryBeforeAnswer(t *testing.T) {
 		{"POST", "/v1/events", "{", 400},
 		{"DELETE", "/v1/events", "", 405},
 	} {
-		r := httptest.NewRequest(c.method, c.path, strings.NewReader(c.body))
+		r := httptest.NewRequest(c.method, "http://localhost"+c.path, strings.NewReader(c.body))
+		if c.body != "" {
+			r.Header.Set("Content-Type", "application/json")
+		}
 		w := &answerWatcher{ResponseRecorder: httptest.NewRecorder(), audit: audit}
 		s.ServeHTTP(w, r)
 		if w.Code != c.status {

@@ -21,10 +21,7 @@ var errUnauthorized = forewarn.Errorf(forewarn.EUNAUTHORIZED, "missing or wrong 
 // (EFORBIDDEN): VMs can reach a loopback operator API in local setups,
 // and a VM is never an operator.
 func (s *Server) authenticate(r *http.Request) (who string, err error) {
-	who = r.RemoteAddr
-	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
-		who = host
-	}
+	who = caller(r)
 	if r.URL.Path == "/healthz" || (r.Method == http.MethodGet || r.Method == http.MethodHead) && ui.Public(r.URL.Path) {
 		// The dashboard's page shell and static files hold no fleet
 		// data; its fragments and stream need the token.
@@ -46,6 +43,14 @@ func (s *Server) authenticate(r *http.Request) (who string, err error) {
 		}
 	}
 	return who, nil
+}
+
+// caller returns the address r came from, without its port.
+func caller(r *http.Request) string {
+	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		return host
+	}
+	return r.RemoteAddr
 }
 
 // vmAddrs maps the explicit source addresses of f's VMs to their names.

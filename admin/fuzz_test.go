@@ -29,7 +29,8 @@ func FuzzOperatorJSON(f *testing.F) {
 			route = routes[len(route)%len(routes)]
 		}
 		before := len(eng.Events())
-		r := httptest.NewRequest(http.MethodPost, "http://admin"+sanitize(route), strings.NewReader(string(body)))
+		r := httptest.NewRequest(http.MethodPost, "http://localhost"+sanitize(route), strings.NewReader(string(body)))
+		r.Header.Set("Content-Type", "application/json")
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, r)
 		switch w.Code {

@@ -26,7 +26,7 @@ func TestRefusedCallerIsDisconnected(t *testing.T) {
 		status int
 		conn   string
 	}{{"", 401, "close"}, {"wrong", 401, "close"}, {"s3cret", 200, ""}} {
-		r := httptest.NewRequest("GET", "/v1/events", nil)
+		r := httptest.NewRequest("GET", "http://localhost/v1/events", nil)
 		if c.token != "" {
 			r.Header.Set("Authorization", "Bearer "+c.token)
 		}
@@ -47,7 +47,7 @@ func TestRefusedVMIsDisconnected(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer eng.Close()
-	r := httptest.NewRequest("POST", "/v1/vms/web_7/restart", nil)
+	r := httptest.NewRequest("POST", "http://localhost/v1/vms/web_7/restart", nil)
 	r.RemoteAddr = "127.0.0.7:40000"
 	w := httptest.NewRecorder()
 	admin.NewServer(eng, nil).ServeHTTP(w, r)

@@ -17,19 +17,29 @@ func (s *Server) handleReport(w http.ResponseWriter, r *http.Request) {
 	for k, vs := range q {
 		switch {
 		case k != "vm":
-			s.writeError(w, r, forewarn.Errorf(forewarn.EINVALID, "unknown parameter %q (want vm=NAME)", k))
+			s.writeError(w, r, forewarn.Errorf(forewarn.EINVALID, "unknown parameter %s (want vm=NAME)", quote(k)))
 			return
 		case len(vs) > 1:
 			s.writeError(w, r, forewarn.Errorf(forewarn.EINVALID, "parameter vm is given %d times; give one VM", len(vs)))
 			return
 		}
 	}
-	rep, err := report.Build(s.eng, s.History, time.Now(), q.Get("vm"))
+	end, err := s.turn(r.Context()) // Start copies every event
 	if err != nil {
-		s.writeError(w, r, err)
+		s.writeBusy(w, r, err)
 		return
 	}
-	s.writeJSON(w, r, http.StatusOK, rep)
+	st, err := report.Start(s.eng, s.History, time.Now(), q.Get("vm"))
+	end()
+	if err != nil {
+		s.writeError(w, r, shorten(err, q.Get("vm")))
+		return
+	}
+	// Written VM by VM: however large the fleet, and however slow the
+	// reader, the answer holds one VM's report at a time.
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = st.WriteTo(w) // a failed write means the client went away
 }
 
 // Report returns the client-behaviour report of every VM, or of the VM

@@ -22,7 +22,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/pprof"
@@ -38,12 +37,6 @@ import (
 	"github.com/forewarn/forewarn/metrics"
 	"github.com/forewarn/forewarn/ui"
 )
-
-// MaxBodyBytes is the largest request body the server reads; a larger
-// one is refused with 413 Request Entity Too Large. It admits one event
-// naming every VM of a 100,000-VM fleet, even with 64-character names
-// (about 6.7 MB).
-const MaxBodyBytes = 16 << 20
 
 // CreateRequest is the body of POST /v1/events.
 type CreateRequest struct {
@@ -169,6 +162,23 @@ type Server struct {
 	// sees now on each metadata API, which GET /v1/vms/{name} shows. Set
 	// it before serving.
 	Renderers map[string]Renderer
+	// AllowedHosts are the names, besides its own address and the
+	// loopback names, that requests may give in Host: the names the
+	// operator reaches the server by (through a reverse proxy, or on an
+	// address of its own). Each is a host name or an IP address, any port
+	// (see ValidAllowedHost). Set it before serving.
+	AllowedHosts []string
+	// cop refuses cross-origin writes.
+	cop *http.CrossOriginProtection
+	// large holds the turns of the large answers; largeWait is how long
+	// a request waits for one.
+	large     chan struct{}
+	largeWait time.Duration
+	// vmIndex gives the index of each VM of the fleet by name, and
+	// maxNames is their number: what a create's list of names is
+	// checked against as it is read.
+	vmIndex  map[string]int
+	maxNames int
 	// vmAddrs maps the fleet's explicit VM addresses to VM names; without
 	// a token, requests from them are refused.
 	vmAddrs map[netip.Addr]string
@@ -182,7 +192,13 @@ func NewServer(eng *engine.Engine, log *slog.Logger) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{eng: eng, log: log, mux: http.NewServeMux(), vmAddrs: vmAddrs(eng.Fleet())}
+	s := &Server{eng: eng, log: log, mux: http.NewServeMux(), vmAddrs: vmAddrs(eng.Fleet()), cop: http.NewCrossOriginProtection()}
+	s.large, s.largeWait = make(chan struct{}, maxLarge), defaultLargeWait
+	s.maxNames = len(eng.Fleet().VMs)
+	s.vmIndex = make(map[string]int, s.maxNames)
+	for i, vm := range eng.Fleet().VMs {
+		s.vmIndex[vm.Name] = i
+	}
 	s.mux.HandleFunc("GET /healthz", s.handleHealth)
 	s.mux.HandleFunc("GET /v1/events", s.handleListEvents)
 	s.mux.HandleFunc("POST /v1/events", s.handleCreateEvent)
@@ -227,8 +243,14 @@ func (s *Server) Shutdown() { s.ui.Shutdown() }
 
 // ServeHTTP routes r. Requests that match no route are answered in the
 // API's JSON error shape rather than the mux's plain text. Writes are
-// audited: see AuditLog.
+// audited: see AuditLog. Requests for another host (421), cross-origin
+// writes (403) and writes whose body is not JSON (415) are refused
+// before anything else: see guard.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if err := s.guard(r); err != nil {
+		s.refuse(w, r, caller(r), err)
+		return
+	}
 	who, err := s.authenticate(r)
 	if err != nil {
 		s.refuse(w, r, who, err)
@@ -247,10 +269,18 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 	h, pattern := s.mux.Handler(r)
 	if p := r.URL.Path; p != path.Clean(p) && p != path.Clean(p)+"/" {
 		// The mux would redirect to the clean path with a plain-text body.
-		s.writeError(w, r, forewarn.Errorf(forewarn.ENOTFOUND, "no route for %s %s", r.Method, p))
+		s.writeError(w, r, forewarn.Errorf(forewarn.ENOTFOUND, "no route for %s %s", clip(r.Method), clip(p)))
 		return
 	}
 	if pattern != "" {
+		if largeRoutes[pattern] {
+			end, err := s.turn(r.Context())
+			if err != nil {
+				s.writeBusy(w, r, err)
+				return
+			}
+			defer end()
+		}
 		s.mux.ServeHTTP(w, r)
 		return
 	}
@@ -262,11 +292,11 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", allow)
 		s.writeError(w, r, &statusError{
 			status: http.StatusMethodNotAllowed,
-			err:    forewarn.Errorf(forewarn.EINVALID, "method %s is not allowed for %s (allowed: %s)", r.Method, r.URL.Path, allow),
+			err:    forewarn.Errorf(forewarn.EINVALID, "method %s is not allowed for %s (allowed: %s)", clip(r.Method), clip(r.URL.Path), allow),
 		})
 		return
 	}
-	s.writeError(w, r, forewarn.Errorf(forewarn.ENOTFOUND, "no route for %s %s", r.Method, r.URL.Path))
+	s.writeError(w, r, forewarn.Errorf(forewarn.ENOTFOUND, "no route for %s %s", clip(r.Method), clip(r.URL.Path)))
 }
 
 // handleMetrics serves the server's metrics in the Prometheus exposition
@@ -284,12 +314,12 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleListEvents(w http.ResponseWriter, r *http.Request) {
-	s.writeJSON(w, r, http.StatusOK, eventsResponse{Events: s.eng.Events()})
+	writeList(s, w, r, "events", s.eng.Events()) // as eventsResponse
 }
 
 func (s *Server) handleCreateEvent(w http.ResponseWriter, r *http.Request) {
 	var req CreateRequest
-	if err := decode(w, r, &req, false); err != nil {
+	if err := s.decodeCreate(w, r, &req); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -361,7 +391,7 @@ func (req *CreateRequest) spec() (engine.Spec, error) {
 	}
 	typ, err := forewarn.ParseEventType(req.Type)
 	if err != nil {
-		return engine.Spec{}, err
+		return engine.Spec{}, shorten(err, req.Type)
 	}
 	spec := engine.Spec{
 		Type:        typ,
@@ -378,7 +408,7 @@ func (req *CreateRequest) spec() (engine.Spec, error) {
 	}
 	if req.Source != "" {
 		if spec.Source, err = forewarn.ParseSource(req.Source); err != nil {
-			return engine.Spec{}, err
+			return engine.Spec{}, shorten(err, req.Source)
 		}
 	}
 	return spec, nil
@@ -392,7 +422,7 @@ func parseDuration(field, s string) (time.Duration, error) {
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil {
-		return 0, forewarn.Errorf(forewarn.EINVALID, "invalid %s %q: want a duration such as 15m or 90s", field, s)
+		return 0, forewarn.Errorf(forewarn.EINVALID, "invalid %s %s: want a duration such as 15m or 90s", field, quote(s))
 	}
 	return d, nil
 }
@@ -436,7 +466,7 @@ func (s *Server) handleReschedule(w http.ResponseWriter, r *http.Request) {
 	}
 	at, err := time.Parse(time.RFC3339, req.NotBefore)
 	if err != nil {
-		s.writeError(w, r, forewarn.Errorf(forewarn.EINVALID, "notBefore %q is not an RFC 3339 time such as 2026-01-02T15:04:05Z", req.NotBefore))
+		s.writeError(w, r, forewarn.Errorf(forewarn.EINVALID, "notBefore %s is not an RFC 3339 time such as 2026-01-02T15:04:05Z", quote(req.NotBefore)))
 		return
 	}
 	s.act(w, r, s.eng.Reschedule(r.Context(), r.PathValue("id"), at))
@@ -477,7 +507,7 @@ func (s *Server) handleStartWave(w http.ResponseWriter, r *http.Request) {
 	}
 	wave, err := s.eng.StartWave(r.Context(), spec)
 	if err != nil {
-		s.writeError(w, r, err)
+		s.writeError(w, r, shorten(err, spec.Scope))
 		return
 	}
 	s.writeJSON(w, r, http.StatusCreated, wave)
@@ -494,7 +524,7 @@ func (req *WaveRequest) spec() (engine.WaveSpec, error) {
 	}
 	typ, err := forewarn.ParseEventType(req.Type)
 	if err != nil {
-		return engine.WaveSpec{}, err
+		return engine.WaveSpec{}, shorten(err, req.Type)
 	}
 	spec := engine.WaveSpec{Scope: req.Scope, Type: typ}
 	if spec.Notice, err = parseDuration("notice", req.Notice); err != nil {
@@ -507,7 +537,7 @@ func (req *WaveRequest) spec() (engine.WaveSpec, error) {
 }
 
 func (s *Server) handleListVMs(w http.ResponseWriter, r *http.Request) {
-	s.writeJSON(w, r, http.StatusOK, vmsResponse{VMs: s.eng.VMs()})
+	writeList(s, w, r, "vms", s.eng.VMs()) // as vmsResponse
 }
 
 // Renderer is a metadata server's current rendering of a VM; azure,
@@ -635,7 +665,7 @@ func parseTimeout(v string) (time.Duration, error) {
 	if strings.HasPrefix(v, "P") {
 		d, err := fleetfile.ParseISODuration(v)
 		if err != nil {
-			return 0, forewarn.Errorf(forewarn.EINVALID, "invalid terminateNotBeforeTimeout %q: %v", v, err)
+			return 0, forewarn.Errorf(forewarn.EINVALID, "invalid terminateNotBeforeTimeout %s: %s", quote(v), shortened(err.Error(), v))
 		}
 		return d, nil
 	}
@@ -725,75 +755,6 @@ func (s *Server) vmEvent(w http.ResponseWriter, r *http.Request, typ forewarn.Ev
 	s.writeJSON(w, r, http.StatusCreated, ev)
 }
 
-// decode reads r's JSON body into v, strictly: unknown fields, values of
-// the wrong type, trailing data and bodies over MaxBodyBytes are refused.
-// An empty body leaves v alone when optional, and is an error otherwise.
-func decode(w http.ResponseWriter, r *http.Request, v any, optional bool) error {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
-	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
-	if err == nil {
-		// Exactly one value: anything but the end of the body is an error.
-		if err = dec.Decode(&json.RawMessage{}); err == nil {
-			return forewarn.Errorf(forewarn.EINVALID, "malformed JSON: unexpected data after the request object")
-		}
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-	}
-	if errors.Is(err, io.EOF) && optional {
-		return nil
-	}
-	return decodeError(err)
-}
-
-// decodeError turns a JSON decoding or body reading error into an
-// EINVALID error whose message names the problem.
-func decodeError(err error) error {
-	var (
-		syntax   *json.SyntaxError
-		typ      *json.UnmarshalTypeError
-		tooLarge *http.MaxBytesError
-	)
-	switch {
-	case errors.As(err, &tooLarge):
-		return &statusError{
-			status: http.StatusRequestEntityTooLarge,
-			err:    forewarn.Errorf(forewarn.EINVALID, "request body is larger than %d bytes", tooLarge.Limit),
-		}
-	case errors.Is(err, io.EOF):
-		return forewarn.Errorf(forewarn.EINVALID, "missing request body: want a JSON object")
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		return forewarn.Errorf(forewarn.EINVALID, "malformed JSON: unexpected end of the body")
-	case errors.As(err, &syntax):
-		return forewarn.Errorf(forewarn.EINVALID, "malformed JSON at byte %d: %s", syntax.Offset, strings.TrimPrefix(syntax.Error(), "json: "))
-	case errors.As(err, &typ):
-		if typ.Field == "" {
-			return forewarn.Errorf(forewarn.EINVALID, "request body must be a JSON object, not %s", typ.Value)
-		}
-		return forewarn.Errorf(forewarn.EINVALID, "field %q must be %s, not %s", typ.Field, jsonKind(typ.Type.String()), typ.Value)
-	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		// encoding/json has no typed error for DisallowUnknownFields.
-		return forewarn.Errorf(forewarn.EINVALID, "%s", strings.TrimPrefix(err.Error(), "json: "))
-	}
-	return forewarn.Errorf(forewarn.EINVALID, "malformed JSON: %s", strings.TrimPrefix(err.Error(), "json: "))
-}
-
-// jsonKind names the JSON kind a Go type decodes from.
-func jsonKind(goType string) string {
-	switch {
-	case goType == "string":
-		return "a string"
-	case goType == "bool":
-		return "a boolean"
-	case goType == "int" || goType == "*int":
-		return "a whole number"
-	case strings.HasPrefix(goType, "[]"):
-		return "an array"
-	}
-	return "of type " + goType
-}
-
 // statusError is an error whose HTTP status is not the one its code maps
 // to: the few refusals (405, 413) that only HTTP has.
 type statusError struct {
@@ -833,6 +794,8 @@ func errorStatus(err error) int {
 // writeError answers err in the JSON error shape. Internal errors are
 // logged and answered with a generic message.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	// The engine quotes the names and IDs of the path whole.
+	err = shorten(err, r.PathValue("id"), r.PathValue("name"))
 	if forewarn.ErrorCode(err) == forewarn.EINTERNAL && noSpace(err) {
 		s.log.Error("admin request failed", logMethod, r.Method, logPath, r.URL.Path, logErr, err)
 		err = errNoSpace
@@ -847,7 +810,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		// closes after the answer.
 		w.Header().Set("Connection", "close")
 	}
-	s.writeJSON(w, r, status, errorResponse{Error: errorBody{Code: code, Message: forewarn.ErrorMessage(err)}})
+	s.writeJSON(w, r, status, errorResponse{Error: errorBody{Code: code, Message: capMessage(forewarn.ErrorMessage(err))}})
 }
 
 // writeJSON answers v as JSON with the given status.

@@ -336,6 +336,9 @@ func operator(ctx context.Context, admin, method, path, body string, want int, o
 	if err != nil {
 		return err
 	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return err

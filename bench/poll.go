@@ -136,6 +136,7 @@ func requests(ctx context.Context, cfg PollConfig, addrs []netip.Addr, target st
 // createEvent raises an event through the operator API at admin.
 func createEvent(ctx context.Context, admin, body string) error {
 	req, _ := http.NewRequestWithContext(ctx, "POST", "http://"+admin+"/v1/events", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return err

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/forewarn/forewarn"
+	"github.com/forewarn/forewarn/admin"
 	"github.com/forewarn/forewarn/aws"
 	"github.com/forewarn/forewarn/azure"
 	"github.com/forewarn/forewarn/etcd"
@@ -71,6 +72,12 @@ type Config struct {
 	// AdminTokenFile holds the operator API's bearer token; it is
 	// generated (mode 0600) when missing. Required off loopback.
 	AdminTokenFile string
+	// AdminAllowedHosts are the names, besides the operator listener's
+	// own address and the loopback names, that operator requests may give
+	// in their Host header: host names or IP addresses, without ports.
+	// Requests for any other host are refused (421), so that a web page
+	// cannot reach the API by DNS rebinding.
+	AdminAllowedHosts []string
 	// DisableAfter disables a VM's scheduled events after this long
 	// without a request.
 	DisableAfter time.Duration
@@ -228,6 +235,11 @@ func (c *Config) Validate() error {
 		// socket or an in-memory listener is not.
 		tcp, ok := c.AdminListener.Addr().(*net.TCPAddr)
 		local = !ok || tcp.IP.IsLoopback()
+	}
+	for _, h := range c.AdminAllowedHosts {
+		if err := admin.ValidAllowedHost(h); err != nil {
+			return forewarn.Errorf(forewarn.EINVALID, "--admin-allowed-hosts: %s", forewarn.ErrorMessage(err))
+		}
 	}
 	if !local && c.AdminTokenFile == "" {
 		return forewarn.Errorf(forewarn.EINVALID, "--admin-addr %s is not a loopback address: the operator API then requires a bearer token; give --admin-token-file FILE (generated if missing)", adminAddr)

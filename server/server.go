@@ -200,6 +200,7 @@ func newServer(ctx context.Context, cfg Config) (_ *Server, err error) {
 
 	s.adm = admin.NewServer(s.eng, s.log)
 	s.adm.Token, s.adm.Audit, s.adm.Metrics = token, s.audit, s.mets
+	s.adm.AllowedHosts = cfg.AdminAllowedHosts
 	if s.cluster != nil {
 		s.adm.Cluster = s.cluster.Replicas
 	}

@@ -174,6 +174,7 @@ func TestDashboard(t *testing.T) {
 	body := `{"type":"Reboot","vms":["web_0","nope"]}`
 	req, _ = http.NewRequestWithContext(t.Context(), "POST", base+"/v1/events", strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+s.token)
+	req.Header.Set("Content-Type", "application/json")
 	resp, err = http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

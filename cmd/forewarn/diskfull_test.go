@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -28,7 +29,18 @@ func TestStoreDiskFull(t *testing.T) {
 	mnt := filepath.Join(dir, "mnt")
 	fleet := filepath.Join(dir, "fleet.yaml")
 	os.Mkdir(mnt, 0o700)
-	os.WriteFile(fleet, []byte("vms:\n  - {name: full_0, ip: 127.0.0.72}\n"), 0o600)
+	// Besides full_0, 100 VMs with 1,000-byte names, so that an event
+	// naming them all holds 100 KB (a description holds at most 1 KiB,
+	// and a value of a create's body at most 64 KiB).
+	var yaml strings.Builder
+	yaml.WriteString("vms:\n  - {name: full_0, ip: 127.0.0.72}\n")
+	names := []string{"full_0"}
+	for i := range 100 {
+		name := fmt.Sprintf("full_%04d_%s", i, strings.Repeat("x", 990))
+		names = append(names, name)
+		fmt.Fprintf(&yaml, "  - {name: %s, ip: 127.1.%d.%d}\n", name, i>>8, i&255)
+	}
+	os.WriteFile(fleet, []byte(yaml.String()), 0o600)
 	ns := []string{"--mount", "--propagation", "private"}
 	if os.Geteuid() != 0 {
 		ns = append([]string{"--user", "--map-root-user"}, ns...)
@@ -75,10 +87,10 @@ func TestStoreDiskFull(t *testing.T) {
 	if code, _ := vmGet(); code != 200 {
 		t.Fatalf("VM before the disk fills: %d", code)
 	}
-	// Each event carries 900 KB; the fourth or fifth cannot fit.
-	body := `{"type":"Freeze","vms":["full_0"],"notice":"1h","description":"` + strings.Repeat("d", 900<<10) + `"}`
+	// Each event carries 800 KB; the fourth or fifth cannot fit.
+	body := `{"type":"Freeze","vms":["` + strings.Join(names, `","`) + `"],"notice":"1h"}`
 	made, refused := 0, ""
-	for range 10 {
+	for range 100 {
 		resp, err := http.Post("http://"+adm+"/v1/events", "application/json", strings.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
@@ -101,7 +113,7 @@ func TestStoreDiskFull(t *testing.T) {
 		break
 	}
 	if refused == "" || made == 0 {
-		t.Fatalf("%d events fit on 4 MiB, and none was refused", made)
+		t.Fatalf("%d events fit on 4 MiB, and none was refused (%s)\n%s", made, refused, stderr.String())
 	}
 	t.Logf("%d events fit; the next was refused: %s", made, refused)
 	if !strings.Contains(stderr.String(), "no space left on device") {

@@ -26,6 +26,14 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.StringVar(&cfg.MetadataAddr, "metadata-addr", cfg.MetadataAddr, "listen address of the metadata API that VMs call")
 	fs.StringVar(&cfg.AdminAddr, "admin-addr", cfg.AdminAddr, "listen address of the operator API (off loopback it requires --admin-token-file)")
 	fs.StringVar(&cfg.AdminTokenFile, "admin-token-file", "", "file holding the operator API's bearer token, generated with mode 0600 if missing")
+	fs.Func("admin-allowed-hosts", "names, comma-separated, by which the operator API may be reached besides its own address and localhost (a reverse proxy's name, say); requests for other hosts get 421", func(v string) error {
+		for h := range strings.SplitSeq(v, ",") {
+			if h = strings.TrimSpace(h); h != "" {
+				cfg.AdminAllowedHosts = append(cfg.AdminAllowedHosts, h)
+			}
+		}
+		return nil
+	})
 	fs.StringVar(&cfg.DataDir, "data", cfg.DataDir, "directory of the embedded store and the audit log, created if missing")
 	fs.StringVar(&cfg.Store, "store", cfg.Store, "where state is kept: bolt (embedded, one server), etcd (several replicas share it) or mem (in memory, kept nowhere)")
 	fs.Func("etcd-endpoints", "etcd client URLs, comma-separated (with --store etcd)", func(v string) error {
