@@ -217,6 +217,7 @@ func start(t TB, fleet *forewarn.Fleet, opts []Option) (*Server, error) {
 	cfg.Store, cfg.DataDir, cfg.Fleet = server.StoreMem, "", fleet
 	cfg.AllowShortNotice = true
 	cfg.RateLimit, cfg.AWSRateLimit, cfg.GCERateLimit = 0, 0, 0
+	cfg.MemoryHeadroom = 0 // the memory limit is the test process's, not the server's
 	cfg.MetadataAddr, cfg.AdminAddr = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.Logger = o.logger
 	if pipes {

@@ -96,6 +96,12 @@ type Config struct {
 	// keeps per VM for 'forewarn vm show'; 0 keeps none (the counts of
 	// 'forewarn report' are kept whatever it is).
 	RequestHistory int
+	// MemoryHeadroom bounds, in MiB, the garbage the server lets pile up
+	// above its live heap before it collects (a soft memory limit kept at
+	// the live heap plus this, besides GOGC's doubling): with a large
+	// fleet, no sequence of requests raises its memory by much more. 0
+	// leaves Go's pacing alone; so does a GOMEMLIMIT in the environment.
+	MemoryHeadroom int
 	// ShutdownTimeout bounds how long in-flight requests may take to
 	// finish once Run's context ends; the connections still open then
 	// are closed.
@@ -143,6 +149,7 @@ func DefaultConfig() Config {
 		GCERateLimit:    gce.DefaultRateLimit,
 		MaxLongPolls:    gce.DefaultMaxWaiters,
 		RequestHistory:  history.DefaultSize,
+		MemoryHeadroom:  DefaultMemoryHeadroom,
 		ShutdownTimeout: 10 * time.Second,
 
 		HeaderTimeout:          defaultHeaderTimeout,
@@ -206,6 +213,9 @@ func (c *Config) Validate() error {
 		}
 	default:
 		return forewarn.Errorf(forewarn.EINVALID, "--store %q: want bolt (embedded, one server) or etcd (several replicas), or mem (in memory, kept nowhere)", c.Store)
+	}
+	if c.MemoryHeadroom < 0 || c.MemoryHeadroom > 1<<20 {
+		return forewarn.Errorf(forewarn.EINVALID, "--memory-headroom %d: want 0 (Go's own pacing) to %d MiB", c.MemoryHeadroom, 1<<20)
 	}
 	if c.RequestHistory < 0 || c.RequestHistory > history.MaxSize {
 		return forewarn.Errorf(forewarn.EINVALID, "--request-history %d: want 0 (keep no requests, only the report's counts) to %d requests per VM", c.RequestHistory, history.MaxSize)

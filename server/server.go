@@ -256,6 +256,8 @@ func (s *Server) Run(ctx context.Context) error {
 	if s.cluster != nil {
 		announcing.Go(func() { announce(actx, s.cluster, s.eng, s.cfg.ReplicaName, s.addrs[1].String(), s.log) })
 	}
+	// The soft memory limit is the process's: set it for one server only.
+	announcing.Go(func() { governMemory(actx, s.cfg.MemoryHeadroom) })
 
 	errc := make(chan error, len(s.servers))
 	for i, ln := range s.listeners {

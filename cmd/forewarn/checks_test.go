@@ -66,6 +66,14 @@ func TestServeRefusesBadValues(t *testing.T) {
 			t.Errorf("--request-history %s: exit %d, stderr %q", v, code, stderr.String())
 		}
 	}
+	for _, v := range []string{"-1", "1048577", "x"} {
+		var stdout, stderr strings.Builder
+		code := runServe(ctx, []string{"--data", t.TempDir(), "--memory-headroom", v,
+			"--metadata-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"}, &stdout, &stderr)
+		if code == 0 || !strings.Contains(stderr.String(), "memory-headroom") {
+			t.Errorf("--memory-headroom %s: exit %d, stderr %q", v, code, stderr.String())
+		}
+	}
 	cfg := defaultServeConfig()
 	cfg.DataDir = t.TempDir()
 	cfg.RateLimit = 0.5

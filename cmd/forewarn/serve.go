@@ -55,6 +55,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.Float64Var(&cfg.RateLimit, "rate-limit", cfg.RateLimit, "Azure requests per second per VM; excess requests get 429 (0 disables)")
 	fs.Float64Var(&cfg.AWSRateLimit, "aws-rate-limit", cfg.AWSRateLimit, "EC2 requests per second per VM; excess requests get 429 (0 disables)")
 	fs.Float64Var(&cfg.GCERateLimit, "gce-rate-limit", cfg.GCERateLimit, "GCE requests per second per VM; excess requests get 429 (0 disables; a held wait_for_change counts once, when made)")
+	fs.IntVar(&cfg.MemoryHeadroom, "memory-headroom", cfg.MemoryHeadroom, "MiB of garbage the server lets pile up above its live heap before it collects (0: Go's own pacing, which lets the heap double)")
 	fs.IntVar(&cfg.RequestHistory, "request-history", cfg.RequestHistory, "recent metadata requests kept per VM for 'forewarn vm show' (about 32 bytes each; 0 keeps none, only the counts 'forewarn report' shows)")
 	fs.IntVar(&cfg.MaxLongPolls, "max-long-polls", cfg.MaxLongPolls, "held GCE wait_for_change requests per VM; excess requests get 503 (0: no cap)")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "how long in-flight requests may take to finish on shutdown")

@@ -1,0 +1,62 @@
+package server
+
+import (
+	"context"
+	"os"
+	"runtime/debug"
+	"runtime/metrics"
+	"time"
+)
+
+// DefaultMemoryHeadroom is Config.MemoryHeadroom's default, in MiB.
+const DefaultMemoryHeadroom = 160
+
+// memoryEvery is how often the soft memory limit follows the live heap.
+const memoryEvery = 250 * time.Millisecond
+
+// governMemory keeps Go's soft memory limit at the memory the runtime
+// holds besides heap objects, plus the live heap of the last
+// collection, plus headroom MiB, until ctx ends; then it restores the
+// limit it found. Go's own pacing (GOGC) lets garbage grow to the size
+// of the live heap, which at 100,000 VMs is some 400 MB: the limit
+// collects sooner once garbage passes the headroom, so a burst of
+// requests that each make garbage (reports, creates naming the fleet)
+// cannot raise the server's memory by the size of its heap. A limit
+// always above the live heap never starves the program; the runtime
+// caps the collector's share of CPU when it is near the limit.
+func governMemory(ctx context.Context, headroom int) {
+	if headroom <= 0 || os.Getenv("GOMEMLIMIT") != "" {
+		return
+	}
+	samples := []metrics.Sample{
+		{Name: "/memory/classes/total:bytes"},
+		{Name: "/memory/classes/heap/released:bytes"},
+		{Name: "/memory/classes/heap/objects:bytes"},
+		{Name: "/gc/heap/live:bytes"},
+	}
+	old := debug.SetMemoryLimit(-1)
+	defer debug.SetMemoryLimit(old)
+	t := time.NewTicker(memoryEvery)
+	defer t.Stop()
+	for {
+		metrics.Read(samples)
+		var v [4]uint64
+		ok := true
+		for i, s := range samples {
+			if s.Value.Kind() != metrics.KindUint64 {
+				ok = false
+				break
+			}
+			v[i] = s.Value.Uint64()
+		}
+		if total, released, objects, live := v[0], v[1], v[2], v[3]; ok && total >= released+objects {
+			limit := total - released - objects + live + uint64(headroom)<<20
+			debug.SetMemoryLimit(int64(min(limit, uint64(old))))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
