@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -317,7 +318,10 @@ func haEtcd(ctx context.Context, cfg HAConfig, fl *haFleet, rep *HAReport) error
 
 // haEvent is the part of the operator API's event object a run reads.
 type haEvent struct {
-	ID        string    `json:"id"`
+	ID string `json:"id"`
+	// EventIDs are the IDs of every event a create made: one per scope
+	// group of the VMs it named.
+	EventIDs  []string  `json:"eventIds"`
 	Status    string    `json:"status"`
 	NotBefore time.Time `json:"notBefore"`
 	StartedAt time.Time `json:"startedAt"`
@@ -528,7 +532,9 @@ func propagation(ctx context.Context, cfg HAConfig, fl *haFleet, writer *child, 
 	}
 	run.Delivered = len(fromAck)
 	run.FromAck, run.FromRequest = summarize(fromAck), summarize(fromReq)
-	if err := operator(ctx, writer.admin, "POST", "/v1/events/"+ev.ID+"/complete", "", http.StatusOK, nil); err != nil {
+	// Each GCE VM is a scope group of its own: the create made an event
+	// per VM, and each is completed, so the next run starts from NONE.
+	if err := completeAll(ctx, writer.admin, ev.EventIDs); err != nil {
 		return nil, err
 	}
 	return run, nil
@@ -741,4 +747,21 @@ func startEtcd(ctx context.Context, bin string) (*etcdServer, error) {
 func (e *etcdServer) stop() {
 	e.p.StopAll()
 	os.RemoveAll(e.dir)
+}
+
+// completeAll completes the events ids on the operator API at admin,
+// eight calls at a time.
+func completeAll(ctx context.Context, admin string, ids []string) error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(ids))
+	sem := make(chan struct{}, 8)
+	for i, id := range ids {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			errs[i] = operator(ctx, admin, "POST", "/v1/events/"+id+"/complete", "", http.StatusOK, nil)
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
