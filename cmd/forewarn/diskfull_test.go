@@ -31,14 +31,15 @@ func TestStoreDiskFull(t *testing.T) {
 	os.Mkdir(mnt, 0o700)
 	// Besides full_0, 100 VMs with 1,000-byte names, so that an event
 	// naming them all holds 100 KB (a description holds at most 1 KiB,
-	// and a value of a create's body at most 64 KiB).
+	// and a value of a create's body at most 64 KiB). They share an
+	// availability set: one scope group, so one event per create.
 	var yaml strings.Builder
-	yaml.WriteString("vms:\n  - {name: full_0, ip: 127.0.0.72}\n")
+	yaml.WriteString("vms:\n  - {name: full_0, ip: 127.0.0.72, availabilitySet: full}\n")
 	names := []string{"full_0"}
 	for i := range 100 {
 		name := fmt.Sprintf("full_%04d_%s", i, strings.Repeat("x", 990))
 		names = append(names, name)
-		fmt.Fprintf(&yaml, "  - {name: %s, ip: 127.1.%d.%d}\n", name, i>>8, i&255)
+		fmt.Fprintf(&yaml, "  - {name: %s, ip: 127.1.%d.%d, availabilitySet: full}\n", name, i>>8, i&255)
 	}
 	os.WriteFile(fleet, []byte(yaml.String()), 0o600)
 	ns := []string{"--mount", "--propagation", "private"}

@@ -77,11 +77,11 @@ func TestRestoredStoreKeepsIncarnations(t *testing.T) {
 	if o := inc(s, "127.0.0.71"); o <= other {
 		t.Fatalf("after restoring the older store r_1's incarnation is %d; it was served %d", o, other)
 	}
+	// A restart without a restore changes nothing.
+	s.stop(t)
 	if !strings.Contains(s.stderr.String(), "the store is behind its incarnation mark") {
 		t.Errorf("no log line about the raise: %s", s.stderr)
 	}
-	// A restart without a restore changes nothing.
-	s.stop(t)
 	s = startServer(t, data, fleet)
 	if again := inc(s, "127.0.0.70"); again != got {
 		t.Fatalf("a plain restart moved r_0's incarnation from %d to %d", got, again)
