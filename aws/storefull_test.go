@@ -2,45 +2,20 @@ package aws_test
 
 import (
 	"bytes"
-	"context"
-	"fmt"
 	"io/fs"
 	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"testing/synctest"
 
-	"github.com/forewarn/forewarn"
 	"github.com/forewarn/forewarn/aws"
 	"github.com/forewarn/forewarn/engine"
 	"github.com/forewarn/forewarn/mem"
+	"github.com/forewarn/forewarn/storetest"
 )
-
-// failStore is a mem.Store whose commits fail with the error last given
-// to fail, until fail(nil).
-type failStore struct {
-	*mem.Store
-	err atomic.Pointer[error]
-}
-
-func (s *failStore) fail(err error) {
-	if err == nil {
-		s.err.Store(nil)
-		return
-	}
-	s.err.Store(&err)
-}
-
-func (s *failStore) Commit(ctx context.Context, c *forewarn.Change) (int64, error) {
-	if err := s.err.Load(); err != nil {
-		return 0, fmt.Errorf("commit store /data/forewarn.db: %w", *err)
-	}
-	return s.Store.Commit(ctx, c)
-}
 
 // lockedBuffer is a bytes.Buffer a logger and the test share.
 type lockedBuffer struct {
@@ -67,7 +42,7 @@ func (l *lockedBuffer) String() string {
 // failed record is in the server log.
 func TestRequestsOnAFullStore(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := &failStore{Store: mem.New()}
+		store := storetest.NewFailing(mem.New())
 		var logs lockedBuffer
 		e, err := engine.New(t.Context(), engine.Config{Store: store, Fleet: testFleet(), AllowShortNotice: true,
 			Logger: slog.New(slog.NewTextHandler(&logs, nil))})
@@ -77,7 +52,7 @@ func TestRequestsOnAFullStore(t *testing.T) {
 		defer e.Close()
 		h := aws.NewServer(e, nil)
 		h.SetRateLimit(aws.DefaultRateLimit)
-		store.fail(&fs.PathError{Op: "write", Path: "/data/forewarn.db", Err: syscall.ENOSPC})
+		store.Fail(&fs.PathError{Op: "write", Path: "/data/forewarn.db", Err: syscall.ENOSPC})
 
 		tok := token(t, h, ec2Addr, "21600")
 		w := do(h, req{path: "/latest/meta-data/instance-id", remote: ec2Addr, header: map[string]string{aws.TokenHeader: tok}})
@@ -88,7 +63,7 @@ func TestRequestsOnAFullStore(t *testing.T) {
 		if l := logs.String(); !strings.Contains(l, "save last request time") || !strings.Contains(l, "no space left on device") {
 			t.Errorf("the failed record is not in the log:\n%s", l)
 		}
-		store.fail(nil)
+		store.Fail(nil)
 		w = do(h, req{path: "/latest/meta-data/instance-id", remote: ec2Addr, header: map[string]string{aws.TokenHeader: tok}})
 		want(t, "GET once there is space", w, http.StatusOK, "i-0000000000000000a")
 	})

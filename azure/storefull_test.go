@@ -2,13 +2,11 @@ package azure_test
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"io/fs"
 	"log/slog"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 
@@ -16,30 +14,8 @@ import (
 	"github.com/forewarn/forewarn/azure"
 	"github.com/forewarn/forewarn/engine"
 	"github.com/forewarn/forewarn/mem"
+	"github.com/forewarn/forewarn/storetest"
 )
-
-// fullStore is a mem.Store whose commits fail with the error last given
-// to fail, until fail(nil). The engine commits from its own goroutines
-// too (a VM's last request time).
-type fullStore struct {
-	*mem.Store
-	err atomic.Pointer[error]
-}
-
-func (s *fullStore) fail(err error) {
-	if err == nil {
-		s.err.Store(nil)
-		return
-	}
-	s.err.Store(&err)
-}
-
-func (s *fullStore) Commit(ctx context.Context, c *forewarn.Change) (int64, error) {
-	if err := s.err.Load(); err != nil {
-		return 0, fmt.Errorf("commit store /data/forewarn.db: %w", *err)
-	}
-	return s.Store.Commit(ctx, c)
-}
 
 // lockedBuffer is a bytes.Buffer a logger and the test share.
 type lockedBuffer struct {
@@ -66,7 +42,7 @@ func (l *lockedBuffer) String() string {
 // is approved, the server log says why, reads go on, and the approval
 // succeeds once there is space. Any other store failure is still 500.
 func TestApproveOnAFullStore(t *testing.T) {
-	store := &fullStore{Store: mem.New()}
+	store := storetest.NewFailing(mem.New())
 	e, err := engine.New(t.Context(), engine.Config{Store: store, Fleet: testFleet()})
 	if err != nil {
 		t.Fatal(err)
@@ -93,7 +69,7 @@ func TestApproveOnAFullStore(t *testing.T) {
 		{"bbolt's resize error", fmt.Errorf("file resize error: %s", syscall.ENOSPC)},
 		{"ENOSPACE", forewarn.Errorf(forewarn.ENOSPACE, "etcd: database space exceeded")},
 	} {
-		store.fail(c.err)
+		store.Fail(c.err)
 		w := do(h, approve())
 		check(t, w, 503, full)
 		if ra := w.Header().Get("Retry-After"); ra != "1" {
@@ -111,10 +87,10 @@ func TestApproveOnAFullStore(t *testing.T) {
 	}
 
 	// A failure that is not the disk's is the server's own: 500.
-	store.fail(fmt.Errorf("disk I/O error"))
+	store.Fail(fmt.Errorf("disk I/O error"))
 	check(t, do(h, approve()), 500, `{"error": "Internal server error"}`)
 
-	store.fail(nil)
+	store.Fail(nil)
 	check(t, do(h, approve()), 200, "")
 	if got, _ := e.Event(ev.ID); got.Status != forewarn.Started {
 		t.Fatalf("after space is freed: %s, want Started", got.Status)

@@ -2,44 +2,19 @@ package gce_test
 
 import (
 	"bytes"
-	"context"
-	"fmt"
 	"io/fs"
 	"log/slog"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"testing/synctest"
 
-	"github.com/forewarn/forewarn"
 	"github.com/forewarn/forewarn/engine"
 	"github.com/forewarn/forewarn/gce"
 	"github.com/forewarn/forewarn/mem"
+	"github.com/forewarn/forewarn/storetest"
 )
-
-// failStore is a mem.Store whose commits fail with the error last given
-// to fail, until fail(nil).
-type failStore struct {
-	*mem.Store
-	err atomic.Pointer[error]
-}
-
-func (s *failStore) fail(err error) {
-	if err == nil {
-		s.err.Store(nil)
-		return
-	}
-	s.err.Store(&err)
-}
-
-func (s *failStore) Commit(ctx context.Context, c *forewarn.Change) (int64, error) {
-	if err := s.err.Load(); err != nil {
-		return 0, fmt.Errorf("commit store /data/forewarn.db: %w", *err)
-	}
-	return s.Store.Commit(ctx, c)
-}
 
 // lockedBuffer is a bytes.Buffer a logger and the test share.
 type lockedBuffer struct {
@@ -66,7 +41,7 @@ func (l *lockedBuffer) String() string {
 // in the server log, and nothing waits on it.
 func TestReadsOnAFullStore(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := &failStore{Store: mem.New()}
+		store := storetest.NewFailing(mem.New())
 		var logs lockedBuffer
 		e, err := engine.New(t.Context(), engine.Config{Store: store, Fleet: testFleet(), AllowShortNotice: true,
 			Logger: slog.New(slog.NewTextHandler(&logs, nil))})
@@ -76,7 +51,7 @@ func TestReadsOnAFullStore(t *testing.T) {
 		defer e.Close()
 		s := gce.NewServer(e, nil)
 		s.SetRateLimit(gce.DefaultRateLimit)
-		store.fail(&fs.PathError{Op: "write", Path: "/data/forewarn.db", Err: syscall.ENOSPC})
+		store.Fail(&fs.PathError{Op: "write", Path: "/data/forewarn.db", Err: syscall.ENOSPC})
 
 		etag := text(t, get(s, vmAddr, "instance/maintenance-event"), "NONE")
 		synctest.Wait()
@@ -93,7 +68,7 @@ func TestReadsOnAFullStore(t *testing.T) {
 			t.Errorf("the failed record is not in the log:\n%s", l)
 		}
 
-		store.fail(nil)
+		store.Fail(nil)
 		text(t, get(s, vmAddr, "instance/maintenance-event"), "NONE")
 	})
 }
