@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
-	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -219,18 +218,16 @@ type Engine struct {
 	// groups begin with the same VM.
 	byGroup map[**forewarn.VM]map[string]*forewarn.Event
 	// terms indexes the Scheduled Terminates of each scale set.
-	terms  map[string]map[string]*forewarn.Event
-	inc    map[string]int64
-	timers map[string]armed
-	// deadlines orders the timers' deadlines, with stale entries.
+	terms map[string]map[string]*forewarn.Event
+	inc   map[string]int64
+	// armed holds each event's next deadline, deadlines orders them
+	// (with stale entries, see deadline), and wake is the one timer,
+	// set for wakeAt, the soonest (fire).
+	armed     map[string]time.Time
 	deadlines deadlineHeap
-	// due holds the events whose timers went off and whose deadlines
-	// are not applied yet; dueBusy reports that a goroutine is applying
-	// them (fire). Guarded by dueMu, not mu.
-	dueMu   sync.Mutex
-	due     map[string]bool
-	dueBusy bool
-	subs    []func(*View)
+	wake      *time.Timer
+	wakeAt    time.Time
+	subs      []func(*View)
 	// counts holds how many events of each type and status events holds.
 	counts map[typeStatus]int
 	// obs receives measurements; never nil.
@@ -266,7 +263,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		scaleSets:    make(map[string][]string),
 		setOverrides: make(map[string]forewarn.ScaleSetRecord),
 		inc:          make(map[string]int64, len(cfg.Fleet.VMs)),
-		timers:       make(map[string]armed),
+		armed:        make(map[string]time.Time),
 		replica:      cfg.Replica,
 		wslot:        make(chan struct{}, 1),
 		writeWait:    cfg.WriteWait,
@@ -1035,7 +1032,7 @@ func (e *Engine) transitionOnce(ctx context.Context, ids []string, from []forewa
 	if err := e.commit(ctx, now, changed, nil); err != nil {
 		return err
 	}
-	if c := changed[0]; len(changed) > maxLoggedDeadlines {
+	if c := changed[0]; len(changed) > maxLoggedEvents {
 		e.log.Info("events changed", "events", len(changed), "first", c.ID, "status", c.Status)
 		return nil
 	}
@@ -1414,25 +1411,19 @@ func (e *Engine) EvictWith(ctx context.Context, name string, o VMOptions) (*fore
 	})
 }
 
-// arm sets or clears the timer of ev's next deadline; only the leader
-// has timers. e.mu must be held.
+// arm sets or clears ev's next deadline; only the leader keeps
+// deadlines. e.mu must be held.
 func (e *Engine) arm(ev *forewarn.Event, now time.Time) {
 	e.disarm(ev.ID)
 	at, ok := ev.NextDeadline()
 	if !ok || e.closed || !e.leading {
 		return
 	}
-	e.setTimer(ev.ID, at, now)
-}
-
-// armed is the timer of an event's next deadline, at.
-type armed struct {
-	t  *time.Timer
-	at time.Time
+	e.armAt(ev.ID, at, now)
 }
 
 // deadline is an entry of the deadline heap: the event id was armed for
-// at. It is stale when the event's timer is no longer for at.
+// at. It is stale when the event's deadline is no longer at (e.armed).
 type deadline struct {
 	at time.Time
 	id string
@@ -1452,91 +1443,76 @@ func (h *deadlineHeap) Pop() any {
 	return x
 }
 
-// setTimer arms the event id's timer for at, and notes it in the
-// deadline heap, which lets the deadlines due together be applied
-// together (applyDeadlines). e.mu must be held.
-func (e *Engine) setTimer(id string, at, now time.Time) {
-	e.timers[id] = armed{t: time.AfterFunc(at.Sub(now), func() { e.fire(id) }), at: at}
+// armAt arms the event id's deadline for at: notes it in the heap and
+// wakes the engine sooner if it is the soonest. e.mu must be held.
+func (e *Engine) armAt(id string, at, now time.Time) {
+	e.armed[id] = at
 	heap.Push(&e.deadlines, deadline{at: at, id: id})
-	if len(e.deadlines) > 2*len(e.timers)+1024 {
-		// Mostly stale entries: rebuild from the timers.
+	if len(e.deadlines) > 2*len(e.armed)+1024 {
+		// Mostly stale entries: rebuild from the armed deadlines.
 		e.deadlines = e.deadlines[:0]
-		for id, a := range e.timers {
-			e.deadlines = append(e.deadlines, deadline{at: a.at, id: id})
+		for id, at := range e.armed {
+			e.deadlines = append(e.deadlines, deadline{at: at, id: id})
 		}
 		heap.Init(&e.deadlines)
 	}
+	e.wakeFor(now)
 }
 
-// disarmAll stops every timer. e.mu must be held.
-func (e *Engine) disarmAll() {
-	for id, a := range e.timers {
-		a.t.Stop()
-		delete(e.timers, id)
+// wakeFor sets the one timer of the engine to fire at the soonest live
+// deadline, dropping the stale entries before it. e.mu must be held.
+func (e *Engine) wakeFor(now time.Time) {
+	for len(e.deadlines) > 0 {
+		d := e.deadlines[0]
+		if at, ok := e.armed[d.id]; ok && at.Equal(d.at) {
+			break
+		}
+		heap.Pop(&e.deadlines)
 	}
-	e.deadlines = nil
-}
-
-// disarm stops the timer of the event id. e.mu must be held.
-func (e *Engine) disarm(id string) {
-	if a, ok := e.timers[id]; ok {
-		a.t.Stop()
-		delete(e.timers, id)
-	}
-}
-
-// fire applies the deadline of the event id when its timer goes off.
-// Deadlines due together are applied together: the timers of a request
-// split by scope group (CreateAll) go off at one moment, and each
-// going off only queues its event for the one goroutine applying them,
-// so 100,000 events starting at their NotBefore are a few commits, not
-// one each.
-func (e *Engine) fire(id string) {
-	e.dueMu.Lock()
-	if e.due == nil {
-		e.due = map[string]bool{}
-	}
-	e.due[id] = true
-	if e.dueBusy {
-		e.dueMu.Unlock()
+	if len(e.deadlines) == 0 {
 		return
 	}
-	e.dueBusy = true
-	e.dueMu.Unlock()
-	for {
-		e.dueMu.Lock()
-		ids := e.due
-		e.due = nil
-		if len(ids) == 0 {
-			e.dueBusy = false
-			e.dueMu.Unlock()
-			return
-		}
-		e.dueMu.Unlock()
-		e.applyDeadlines(slices.Sorted(maps.Keys(ids)))
+	at := e.deadlines[0].at
+	switch {
+	case e.wake == nil:
+		e.wake = time.AfterFunc(at.Sub(now), e.fire)
+	case e.wakeAt.IsZero() || at.Before(e.wakeAt):
+		e.wake.Reset(at.Sub(now))
+	default:
+		return
 	}
+	e.wakeAt = at
 }
 
-// maxLoggedDeadlines is how many events a batch of deadlines logs a
-// line each for; a larger batch logs one line.
-const maxLoggedDeadlines = 16
-
-// applyDeadlines applies the deadlines due of the events ids in one
-// commit, and re-arms the timers of those not due yet, or of all when
-// the commit fails.
-func (e *Engine) applyDeadlines(ids []string) {
-	retryAll := func(delay time.Duration, ids []string) {
-		now := time.Now()
-		for _, id := range ids {
-			e.disarm(id)
-			e.setTimer(id, now.Add(delay), now)
-		}
+// disarmAll clears every deadline. e.mu must be held.
+func (e *Engine) disarmAll() {
+	clear(e.armed)
+	e.deadlines = nil
+	if e.wake != nil {
+		e.wake.Stop()
 	}
+	e.wakeAt = time.Time{}
+}
+
+// disarm clears the deadline of the event id; its heap entry goes
+// stale. e.mu must be held.
+func (e *Engine) disarm(id string) { delete(e.armed, id) }
+
+// maxLoggedEvents is how many events one change logs a line each for;
+// a larger change logs one line.
+const maxLoggedEvents = 16
+
+// fire applies, in one commit, every deadline due by now: deadlines due
+// together (the events of one request, one per scope group, at their
+// NotBefore) are one commit, not one each. The engine keeps one timer
+// for its soonest deadline, not one per event.
+func (e *Engine) fire() {
 	unlock, err := e.lockWrites(context.Background())
 	if err != nil {
 		e.mu.Lock()
 		if !e.closed && e.leading {
-			retryAll(retryDelay, ids)
+			e.wakeAt = time.Time{}
+			e.wake.Reset(retryDelay)
 		}
 		e.mu.Unlock()
 		return
@@ -1544,23 +1520,20 @@ func (e *Engine) applyDeadlines(ids []string) {
 	defer unlock()
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.wakeAt = time.Time{}
 	if e.closed || !e.leading {
 		return
 	}
 	now := time.Now()
-	// Every deadline due by now goes in this commit, also those whose
-	// timers have not gone off yet.
-	set := make(map[string]bool, len(ids))
-	for _, id := range ids {
-		set[id] = true
-	}
+	var ids []string
 	for len(e.deadlines) > 0 && !e.deadlines[0].at.After(now) {
 		d := heap.Pop(&e.deadlines).(deadline)
-		if a, ok := e.timers[d.id]; ok && a.at.Equal(d.at) {
-			set[d.id] = true
+		if at, ok := e.armed[d.id]; ok && at.Equal(d.at) {
+			delete(e.armed, d.id)
+			ids = append(ids, d.id)
 		}
 	}
-	ids = slices.Sorted(maps.Keys(set))
+	slices.Sort(ids)
 	var changed []*forewarn.Event
 	var cids []string
 	for _, id := range ids {
@@ -1582,28 +1555,28 @@ func (e *Engine) applyDeadlines(ids []string) {
 		changed = append(changed, c)
 		cids = append(cids, id)
 	}
-	if len(changed) == 0 {
-		return
-	}
-	if err := e.commitAs(context.Background(), now, changed, nil, e.fence); err != nil {
-		delay := retryDelay
-		if _, ok := stale(err); ok {
-			// Another replica wrote first: its commit re-arms the timers
-			// as it is applied; these are a backstop.
-			delay = staleDelay
+	if len(changed) > 0 {
+		if err := e.commitAs(context.Background(), now, changed, nil, e.fence); err != nil {
+			delay := retryDelay
+			if _, ok := stale(err); ok {
+				// Another replica wrote first: its commit re-arms the
+				// deadlines as it is applied; these are a backstop.
+				delay = staleDelay
+			} else {
+				e.log.Error("apply deadline", "event", cids[0], "events", len(cids), "err", err)
+			}
+			for _, id := range cids {
+				e.armAt(id, now.Add(delay), now)
+			}
+		} else if len(cids) > maxLoggedEvents {
+			e.log.Info("events changed", "events", len(cids), "first", cids[0], "status", e.events[cids[0]].Status)
 		} else {
-			e.log.Error("apply deadline", "event", cids[0], "events", len(cids), "err", err)
+			for _, id := range cids {
+				e.log.Info("event changed", "event", id, "status", e.events[id].Status)
+			}
 		}
-		retryAll(delay, cids)
-		return
 	}
-	if len(cids) > maxLoggedDeadlines {
-		e.log.Info("events changed", "events", len(cids), "first", cids[0], "status", e.events[cids[0]].Status)
-		return
-	}
-	for _, id := range cids {
-		e.log.Info("event changed", "event", id, "status", e.events[id].Status)
-	}
+	e.wakeFor(now)
 }
 
 // removes reports whether ev, once it ends (see ends), removes vm for
