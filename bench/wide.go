@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/forewarn/forewarn"
+	"github.com/forewarn/forewarn/admin"
 	"github.com/forewarn/forewarn/aws"
 	"github.com/forewarn/forewarn/azure"
 	"github.com/forewarn/forewarn/bolt"
@@ -136,9 +137,7 @@ func wideFleet(n, setSize int, p forewarn.Provider) *forewarn.Fleet {
 type served struct {
 	store *bolt.Store
 	eng   *engine.Engine
-	docs  [3]interface {
-		Documents(vm string) map[string]string
-	}
+	docs  [3]admin.Renderer
 }
 
 func serve(ctx context.Context, path string, f *forewarn.Fleet) (*served, error) {
@@ -152,9 +151,7 @@ func serve(ctx context.Context, path string, f *forewarn.Fleet) (*served, error)
 		return nil, err
 	}
 	return &served{store: st, eng: eng,
-		docs: [3]interface {
-			Documents(vm string) map[string]string
-		}{azure.NewServer(eng, nil), gce.NewServer(eng, nil), aws.NewServer(eng, nil)}}, nil
+		docs: [3]admin.Renderer{azure.NewServer(eng, nil), gce.NewServer(eng, nil), aws.NewServer(eng, nil)}}, nil
 }
 
 func (s *served) close() {

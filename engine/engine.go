@@ -577,43 +577,36 @@ func (e *Engine) CreateAll(ctx context.Context, s Spec) (evs []*forewarn.Event, 
 // event may carry: every poll of every VM that sees the event carries it.
 const MaxDescription = 1024
 
-// scopeGroupKey names the scope group of vm: the VMs that see each
-// other's events (fleet.SharesScope). A VM of no availability set,
-// cloud service or scale set, and every GCE and EC2 VM, is a group of
-// its own.
-func scopeGroupKey(vm *forewarn.VM) string {
-	switch {
-	case vm.Provider != forewarn.Azure && vm.Provider != "":
-		return "vm\x00" + vm.Name
-	case vm.AvailabilitySet != "" || vm.CloudService != "" || vm.ScaleSet != "":
-		return "as\x00" + vm.AvailabilitySet + "\x00cs\x00" + vm.CloudService + "\x00ss\x00" + vm.ScaleSet + "\x00" + vm.PlacementGroup
-	}
-	return "vm\x00" + vm.Name
-}
-
 // scopeGroupName describes vm's scope group for a message.
 func scopeGroupName(vm *forewarn.VM) string {
-	switch k := scopeGroupKey(vm); {
-	case strings.HasPrefix(k, "vm\x00"):
-		return "VM " + vm.Name
+	switch {
 	case vm.AvailabilitySet != "":
 		return "availability set " + vm.AvailabilitySet
 	case vm.CloudService != "":
 		return "cloud service " + vm.CloudService
-	case vm.PlacementGroup != "":
+	case vm.ScaleSet != "" && vm.PlacementGroup != "":
 		return "scale set " + vm.ScaleSet + " placement group " + vm.PlacementGroup
+	case vm.ScaleSet != "":
+		return "scale set " + vm.ScaleSet
 	}
-	return "scale set " + vm.ScaleSet
+	return "VM " + vm.Name
 }
 
-// groupByScope splits names, all in the fleet, by scope group, keeping
-// their order within each group and the groups in the order of their
-// first VM.
+// groupByScope splits names, all in the fleet, by scope group (the
+// groups of e.peers: a VM sees the events of its groups, and a
+// standalone, GCE or EC2 VM is a group of its own), keeping their order
+// within each group and the groups in the order of their first VM.
 func (e *Engine) groupByScope(names []string) [][]string {
-	at := make(map[string]int)
+	// A VM's key is its groups, each known by the address of its first
+	// slot (as byGroup knows them); a VM is in at most three.
+	type key [3]**forewarn.VM
+	at := make(map[key]int)
 	var groups [][]string
 	for _, name := range names {
-		k := scopeGroupKey(e.fleet.VM(name))
+		var k key
+		for j, g := range e.peers[name] {
+			k[j] = &g[0]
+		}
 		i, ok := at[k]
 		if !ok {
 			i = len(groups)
