@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -124,8 +125,17 @@ func jsonKind(goType string) string {
 	return "of type " + goType
 }
 
-// createFields are the JSON names of CreateRequest's fields.
-var createFields = []string{"type", "vms", "notice", "durationInSeconds", "source", "description", "lasts", "started"}
+// createFields are the JSON names of CreateRequest's fields, read from
+// its tags, so that a field added to it is read here too.
+var createFields = func() []string {
+	var names []string
+	for _, f := range reflect.VisibleFields(reflect.TypeFor[CreateRequest]()) {
+		if name, _, _ := strings.Cut(f.Tag.Get("json"), ","); name != "" && name != "-" {
+			names = append(names, name)
+		}
+	}
+	return names
+}()
 
 // createField returns the name of CreateRequest's field that the key
 // of a body's member names, as encoding/json matches them (exactly,
@@ -301,8 +311,7 @@ func (s *Server) decodeCreate(w http.ResponseWriter, r *http.Request, req *Creat
 		}
 	}
 	rest.WriteByte('}')
-	d := json.NewDecoder(&rest)
-	d.DisallowUnknownFields()
+	d := json.NewDecoder(&rest) // rest holds known fields only
 	if err := d.Decode(req); err != nil {
 		return decodeError(err)
 	}
