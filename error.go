@@ -3,6 +3,8 @@ package forewarn
 import (
 	"errors"
 	"fmt"
+	"strings"
+	"syscall"
 )
 
 // Error codes shared by every layer. HTTP handlers map them to status
@@ -68,4 +70,13 @@ func ErrorMessage(err error) string {
 		return e.Message
 	}
 	return "internal error"
+}
+
+// NoSpace reports whether err is a write's failure for want of disk
+// space: ENOSPC, or EDQUOT for a used-up quota, however wrapped. bbolt
+// reports a failure to grow its file with the errno's text only ("file
+// resize error: no space left on device"), so the text counts too.
+func NoSpace(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) ||
+		strings.Contains(err.Error(), syscall.ENOSPC.Error()) || strings.Contains(err.Error(), syscall.EDQUOT.Error())
 }

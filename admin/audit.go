@@ -363,7 +363,7 @@ func (s *Server) audited(w http.ResponseWriter, r *http.Request, who string) {
 // auditError is the refusal of a write whose intent could not be
 // recorded.
 func auditError(err error) error {
-	if noSpace(err) {
+	if forewarn.NoSpace(err) {
 		return forewarn.Errorf(forewarn.ENOSPACE, "no space left on device: the audit log could not record this request, so it was not attempted; free space on the server's disk")
 	}
 	if forewarn.ErrorCode(err) == forewarn.EUNAVAILABLE {

@@ -2,7 +2,6 @@ package admin_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,7 +13,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"testing/synctest"
@@ -24,6 +22,7 @@ import (
 	"github.com/forewarn/forewarn/admin"
 	"github.com/forewarn/forewarn/engine"
 	"github.com/forewarn/forewarn/mem"
+	"github.com/forewarn/forewarn/storetest"
 )
 
 // auditedServer returns an operator API on a mem-store engine of
@@ -320,22 +319,6 @@ func TestAuditTornLine(t *testing.T) {
 	}
 }
 
-// fullStore is a store whose commits fail as a full disk makes bolt's
-// fail while full is set: with ENOSPC, wrapped as bolt and the engine
-// wrap it.
-type fullStore struct {
-	*mem.Store
-	full atomic.Bool
-	err  error
-}
-
-func (s *fullStore) Commit(ctx context.Context, c *forewarn.Change) (int64, error) {
-	if s.full.Load() {
-		return 0, fmt.Errorf("commit store /data/forewarn.db: %w", s.err)
-	}
-	return s.Store.Commit(ctx, c)
-}
-
 // TestStoreFullDisk: a write the store cannot make for want of disk
 // space is answered 507 with "no space left on device" in the JSON
 // error, over a real socket; reads keep working, and writes work again
@@ -347,9 +330,9 @@ func TestStoreFullDisk(t *testing.T) {
 		_, enospc = f.Write([]byte("page"))
 		f.Close()
 	}
-	store := &fullStore{Store: mem.New(), err: enospc}
+	store := storetest.NewFailing(mem.New())
 	h := newHarness(t, store)
-	store.full.Store(true)
+	store.Fail(enospc)
 
 	code, ctype, body := h.raw(t, "POST", "/v1/vms/db_0/restart", "")
 	var resp struct {
@@ -371,11 +354,11 @@ func TestStoreFullDisk(t *testing.T) {
 	}
 	// bbolt reports a failure to grow its file with the errno's text
 	// only; that is a full disk too.
-	store.err = fmt.Errorf("commit: file resize error: %s", syscall.ENOSPC)
+	store.Fail(fmt.Errorf("commit: file resize error: %s", syscall.ENOSPC))
 	if code, _, body := h.raw(t, "POST", "/v1/vms/db_0/restart", ""); code != http.StatusInsufficientStorage {
 		t.Fatalf("bbolt's resize error: %d %s", code, body)
 	}
-	store.full.Store(false)
+	store.Fail(nil)
 	if _, err := h.client.Restart(t.Context(), "db_0", 0); err != nil {
 		t.Fatalf("after space is freed: %v", err)
 	}

@@ -796,7 +796,7 @@ func errorStatus(err error) int {
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	// The engine quotes the names and IDs of the path whole.
 	err = shorten(err, r.PathValue("id"), r.PathValue("name"))
-	if forewarn.ErrorCode(err) == forewarn.EINTERNAL && noSpace(err) {
+	if forewarn.ErrorCode(err) == forewarn.EINTERNAL && forewarn.NoSpace(err) {
 		s.log.Error("admin request failed", logMethod, r.Method, logPath, r.URL.Path, logErr, err)
 		err = errNoSpace
 	}

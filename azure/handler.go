@@ -12,7 +12,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -507,7 +506,7 @@ func (s *Server) approve(w http.ResponseWriter, r *http.Request, vm *forewarn.VM
 			writeError(w, http.StatusBadRequest, fmt.Sprintf(msgUnknownEvent, clip(unknownID(s.eng, vm, ids))))
 		case code == forewarn.EUNAVAILABLE:
 			writeError(w, http.StatusServiceUnavailable, "Service unavailable")
-		case code == forewarn.ENOSPACE || noSpace(err):
+		case code == forewarn.ENOSPACE || forewarn.NoSpace(err):
 			// The disk is full: a condition that passes, not a fault of
 			// the server's, so the VM is told to retry, as IMDS tells it
 			// when it cannot take a request (docs/wire-decisions.md).
@@ -525,14 +524,6 @@ func (s *Server) approve(w http.ResponseWriter, r *http.Request, vm *forewarn.VM
 		s.history.NoteApproval(w, ev.ID, ev.Type == forewarn.Terminate && !view.Own(ev), s.late(ev, now))
 	}
 	w.WriteHeader(http.StatusOK)
-}
-
-// noSpace reports whether err is a write's failure for want of disk
-// space: ENOSPC, or EDQUOT for a used-up quota. bbolt reports a failure
-// to grow its file with the errno's text only, so the text counts too.
-func noSpace(err error) bool {
-	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) ||
-		strings.Contains(err.Error(), syscall.ENOSPC.Error()) || strings.Contains(err.Error(), syscall.EDQUOT.Error())
 }
 
 // late reports whether an approval at now of ev, as it was before the
