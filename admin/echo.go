@@ -5,50 +5,36 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/forewarn/forewarn"
+	"github.com/forewarn/forewarn/internal/echo"
 )
 
 // What the operator API's error messages show of the values a caller
 // sent: a request's values can be as long as its body (16 MiB), and an
 // answer that quotes one whole is as large, for nothing.
 
-// maxEcho is how many bytes of a value an error message shows.
-const maxEcho = 64
-
 // maxMessage bounds an error message, whatever layer wrote it: the
 // engine and the vocabulary quote the values they are given too.
 const maxMessage = 1024
 
 // quote returns s Go-quoted for an error message. A value longer than
-// maxEcho bytes is cut at a character boundary, and the cut is marked
+// echo.Max bytes is cut at a character boundary, and the cut is marked
 // with its length: "1111111…"… (16777216 bytes).
 func quote(s string) string {
-	if len(s) <= maxEcho {
+	if len(s) <= echo.Max {
 		return strconv.Quote(s)
 	}
-	return fmt.Sprintf("%s… (%d bytes)", strconv.Quote(s[:cut(s, maxEcho)]), len(s))
+	return fmt.Sprintf("%s… (%d bytes)", strconv.Quote(s[:echo.Cut(s, echo.Max)]), len(s))
 }
 
 // clip returns s for an error message unquoted, as a path or a method is
 // shown, cut like quote's values.
 func clip(s string) string {
-	if len(s) <= maxEcho {
+	if len(s) <= echo.Max {
 		return s
 	}
-	return fmt.Sprintf("%s… (%d bytes)", s[:cut(s, maxEcho)], len(s))
-}
-
-// cut returns the largest index at most n that does not split a UTF-8
-// sequence of s (len(s) > n).
-func cut(s string, n int) int {
-	for i := n; i > n-utf8.UTFMax && i > 0; i-- {
-		if utf8.RuneStart(s[i]) {
-			return i
-		}
-	}
-	return n
+	return fmt.Sprintf("%s… (%d bytes)", s[:echo.Cut(s, echo.Max)], len(s))
 }
 
 // shorten returns err with every Go-quoted occurrence of the long values
@@ -76,7 +62,7 @@ func shorten(err error, vals ...string) error {
 // values among vals replaced by the value as quote shows it.
 func shortened(msg string, vals ...string) string {
 	for _, v := range vals {
-		if len(v) > maxEcho {
+		if len(v) > echo.Max {
 			msg = strings.ReplaceAll(msg, strconv.Quote(v), quote(v))
 		}
 	}
@@ -88,5 +74,5 @@ func capMessage(msg string) string {
 	if len(msg) <= maxMessage {
 		return msg
 	}
-	return msg[:cut(msg, maxMessage)] + "…"
+	return msg[:echo.Cut(msg, maxMessage)] + "…"
 }

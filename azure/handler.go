@@ -13,11 +13,11 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/forewarn/forewarn"
 	"github.com/forewarn/forewarn/engine"
 	"github.com/forewarn/forewarn/history"
+	"github.com/forewarn/forewarn/internal/echo"
 	"github.com/forewarn/forewarn/internal/query"
 	"github.com/forewarn/forewarn/internal/ratelimit"
 	"github.com/forewarn/forewarn/metrics"
@@ -195,23 +195,6 @@ var (
 	hdrRetryAfter = []string{"1"}
 )
 
-// maxEcho is the most of a request's own value an error repeats.
-const maxEcho = 64
-
-// clip returns v, a value from the request, to repeat in an error: cut
-// at a character boundary to at most maxEcho bytes, and marked with "…"
-// when cut, so that an error never carries a request's megabytes back.
-func clip(v string) string {
-	if len(v) <= maxEcho {
-		return v
-	}
-	n := maxEcho
-	for n > 0 && !utf8.RuneStart(v[n]) {
-		n--
-	}
-	return v[:n] + "…"
-}
-
 // writeError writes a JSON error body {"error": msg}.
 func writeError(w http.ResponseWriter, status int, msg string) {
 	b := append([]byte(`{"error": `), mustJSON(msg)...)
@@ -341,7 +324,7 @@ func parseQuery(w http.ResponseWriter, r *http.Request, buf []query.Param) (para
 		return nil, false
 	}
 	if k := query.Repeated(ps); k != "" {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf(msgDupParam, clip(k)))
+		writeError(w, http.StatusBadRequest, fmt.Sprintf(msgDupParam, echo.Clip(k)))
 		return nil, false
 	}
 	return ps, true
@@ -482,7 +465,7 @@ func (s *Server) approve(w http.ResponseWriter, r *http.Request, vm *forewarn.VM
 	// caller, no event at all.
 	for _, id := range ids {
 		if t, err := s.eng.TypeOf(id); err == nil && !ver.shows(t) {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf(msgUnknownEvent, clip(id)))
+			writeError(w, http.StatusBadRequest, fmt.Sprintf(msgUnknownEvent, echo.Clip(id)))
 			return
 		}
 	}
@@ -503,7 +486,7 @@ func (s *Server) approve(w http.ResponseWriter, r *http.Request, vm *forewarn.VM
 	if err := s.eng.Approve(r.Context(), vm.Name, ids); err != nil {
 		switch code := forewarn.ErrorCode(err); {
 		case code == forewarn.ENOTFOUND:
-			writeError(w, http.StatusBadRequest, fmt.Sprintf(msgUnknownEvent, clip(unknownID(s.eng, vm, ids))))
+			writeError(w, http.StatusBadRequest, fmt.Sprintf(msgUnknownEvent, echo.Clip(unknownID(s.eng, vm, ids))))
 		case code == forewarn.EUNAVAILABLE:
 			writeError(w, http.StatusServiceUnavailable, "Service unavailable")
 		case code == forewarn.ENOSPACE || forewarn.NoSpace(err):

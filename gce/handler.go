@@ -13,11 +13,11 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/forewarn/forewarn"
 	"github.com/forewarn/forewarn/engine"
 	"github.com/forewarn/forewarn/history"
+	"github.com/forewarn/forewarn/internal/echo"
 	"github.com/forewarn/forewarn/internal/query"
 	"github.com/forewarn/forewarn/internal/ratelimit"
 	"github.com/forewarn/forewarn/metrics"
@@ -185,24 +185,7 @@ func writeError(w http.ResponseWriter, r *http.Request, status int, detail strin
 	w.Header()["Content-Type"] = hdrHTML
 	w.WriteHeader(status)
 	fmt.Fprintf(w, "<!DOCTYPE html>\n<html lang=en>\n<meta charset=utf-8>\n<title>Error %d (%s)</title>\n<p><b>%d.</b> %s\n<p>URL: <code>%s</code>\n",
-		status, http.StatusText(status), status, html.EscapeString(detail), html.EscapeString(clip(r.URL.Path)))
-}
-
-// maxEcho is the most of a request's own value an error repeats.
-const maxEcho = 64
-
-// clip returns v, a value from the request, to repeat in an error: cut
-// at a character boundary to at most maxEcho bytes, and marked with "…"
-// when cut, so that an error never carries a request's megabytes back.
-func clip(v string) string {
-	if len(v) <= maxEcho {
-		return v
-	}
-	n := maxEcho
-	for n > 0 && !utf8.RuneStart(v[n]) {
-		n--
-	}
-	return v[:n] + "…"
+		status, http.StatusText(status), status, html.EscapeString(detail), html.EscapeString(echo.Clip(r.URL.Path)))
 }
 
 // pageTooMany is the error page of a request over the VM's rate limit,
@@ -248,7 +231,7 @@ func parseParams(raw string) (params, string) {
 		case strings.EqualFold(v, "true"):
 			return true, ""
 		}
-		return false, fmt.Sprintf("%s must be true or false, not %q", name, clip(v))
+		return false, fmt.Sprintf("%s must be true or false, not %q", name, echo.Clip(v))
 	}
 	var msg string
 	if p.recursive, msg = boolean("recursive"); msg != "" {
@@ -264,7 +247,7 @@ func parseParams(raw string) (params, string) {
 	case strings.EqualFold(alt, "text"):
 		p.alt = "text"
 	default:
-		return p, fmt.Sprintf("alt must be json or text, not %q", clip(alt))
+		return p, fmt.Sprintf("alt must be json or text, not %q", echo.Clip(alt))
 	}
 	// An empty last_etag counts as none.
 	p.lastETag = get("last_etag")
@@ -275,7 +258,7 @@ func parseParams(raw string) (params, string) {
 			// Longer than a time.Duration holds (292 years): unbounded,
 			// never wrapped round to an instant.
 		case err != nil:
-			return p, fmt.Sprintf("timeout_sec must be a whole number of seconds, not %q", clip(ts))
+			return p, fmt.Sprintf("timeout_sec must be a whole number of seconds, not %q", echo.Clip(ts))
 		default:
 			p.timeout, p.timeoutGiven = time.Duration(n)*time.Second, true
 		}
@@ -326,7 +309,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, vm *forewarn.VM) 
 		return
 	case r.Method != http.MethodGet && r.Method != http.MethodHead:
 		w.Header().Set("Allow", "GET, HEAD")
-		writeError(w, r, http.StatusMethodNotAllowed, "The method "+clip(r.Method)+" is not allowed.")
+		writeError(w, r, http.StatusMethodNotAllowed, "The method "+echo.Clip(r.Method)+" is not allowed.")
 		return
 	case len(r.Header.Values("X-Forwarded-For")) > 0:
 		writeError(w, r, http.StatusForbidden, "Requests with an X-Forwarded-For header are not allowed.")
