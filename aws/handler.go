@@ -232,7 +232,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, vm *forewarn.VM) 
 	case vm == nil:
 		// Refused, not mistaken: close the connection after the answer,
 		// so that the caller holds nothing.
-		h.Set("Connection", "close")
+		h["Connection"] = hdrClose
 		writeError(w, http.StatusForbidden)
 		return
 	case vm.Provider != forewarn.AWS:
@@ -241,14 +241,14 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, vm *forewarn.VM) 
 	}
 	if s.limits != nil && !s.limits.Allow(vm.Name) {
 		// Refused, not mistaken: the caller holds no connection.
-		h.Set("Connection", "close")
+		h["Connection"] = hdrClose
 		writeError(w, http.StatusTooManyRequests)
 		return
 	}
 	d := s.docs[vm.Name].Load()
 	if d.gone {
 		// A terminated instance has no metadata service.
-		h.Set("Connection", "close")
+		h["Connection"] = hdrClose
 		writeError(w, http.StatusNotFound)
 		return
 	}
@@ -338,7 +338,7 @@ func (s *Server) handleToken(w http.ResponseWriter, r *http.Request, vm *forewar
 	h["Content-Length"] = []string{strconv.Itoa(len(tok))}
 	// As EC2 does: the hop limit stays on this answer's connection only,
 	// and a caller too far away holds no connection.
-	h.Set("Connection", "close")
+	h["Connection"] = hdrClose
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write([]byte(tok))
 }

@@ -292,7 +292,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, vm *forewarn.VM) 
 		}
 		// Refused, not mistaken: close the connection after the answer,
 		// so that the caller holds nothing.
-		h.Set("Connection", "close")
+		h["Connection"] = hdrClose
 		writeError(w, r, http.StatusForbidden, "No VM of the fleet has the source address "+addr+".")
 		return
 	case vm.Provider != forewarn.GCE:
