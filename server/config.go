@@ -109,9 +109,9 @@ type Config struct {
 	// HeaderTimeout bounds reading a request's headers, and so how long
 	// a new connection may stay silent; BodyTimeout bounds reading its
 	// body; IdleTimeout closes a kept-alive connection without a request;
-	// WriteTimeout bounds how long a write of an answer may go without
-	// progress (each 64 KiB of it must be taken by the client within
-	// it), so a client that never reads is disconnected, while a held
+	// WriteTimeout bounds how long each 64 KiB of an answer may take to
+	// be taken by the client, so a client that never reads (or reads
+	// slower than 64 KiB per WriteTimeout) is disconnected, while a held
 	// long-poll, which writes nothing until it is answered, is not. They
 	// apply to both listeners.
 	HeaderTimeout, BodyTimeout, IdleTimeout, WriteTimeout time.Duration

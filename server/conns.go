@@ -15,8 +15,8 @@ import (
 // file descriptors, memory and goroutines: caps on open connections per
 // source address and in total on each listener, shared out fairly once
 // the total is reached (see package connlimit), deadlines on every part
-// of a request the server reads, and a bound on how long a write may go
-// without progress.
+// of a request the server reads, and a bound on how long each 64 KiB of
+// an answer may take.
 
 // Defaults of the connection flags that are not derived at start.
 const (

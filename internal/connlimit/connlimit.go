@@ -1,8 +1,8 @@
 // Package connlimit bounds what one caller can hold of a server: a
 // Listener caps open connections per source address and in total,
 // shares the total out fairly when it is reached, and bounds the time
-// each write may go without progress; BodyTimeout bounds the time a
-// request body may take.
+// each 64 KiB of a write may take; BodyTimeout bounds the time a request
+// body may take.
 //
 // # Admission
 //
@@ -12,11 +12,14 @@
 // for it, provided that source holds at least two more than the
 // newcomer's, so that it still holds at least as many as the newcomer
 // afterwards. Connections of strangers (addresses that are not Known)
-// go first, whatever their number, when a known caller needs room. The
-// source's idle connections go first: one that has not sent a whole
-// request yet, or is kept alive between requests (see
-// Listener.ConnState); when it has none, one in the middle of a request
-// (a held long-poll, say) is closed without an answer.
+// go first, whatever their number, when a known caller needs room. An
+// idle connection goes first (one that has not sent a whole request
+// yet, or is kept alive between requests; see Listener.ConnState): the
+// oldest of the heaviest source's, or of the next heaviest that also
+// hold two more than the newcomer (up to victimScan sources); when none
+// of them has one, the heaviest source's oldest connection, in the
+// middle of a request (a held long-poll, say), is closed without an
+// answer.
 //
 // So a caller holding n connections is refused another only when every
 // source holds at most n+1 of the total T: it takes T sources to refuse
@@ -59,8 +62,8 @@ type Config struct {
 	StrangerPerSource int
 	StrangerTotal     int
 	// WriteTimeout, when positive, bounds how long a write to an
-	// accepted connection may go without progress: each write of up to
-	// writeChunk bytes must be done within it, or the write fails with a
+	// accepted connection may take: each piece of up to writeChunk bytes
+	// must be taken by the client within it, or the write fails with a
 	// timeout (and net/http closes the connection). A connection that
 	// writes nothing, such as a held long-poll, is not affected. A
 	// shorter deadline set on the connection still applies.
