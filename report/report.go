@@ -163,14 +163,9 @@ type Report struct {
 // that it approved or that it saw first.
 // Errors: ENOTFOUND for a vm not in the fleet.
 func Build(eng *engine.Engine, h *history.History, now time.Time, vm string) (*Report, error) {
-	fleet := eng.Fleet()
-	vms := fleet.VMs
-	if vm != "" {
-		one := fleet.VM(vm)
-		if one == nil {
-			return nil, forewarn.Errorf(forewarn.ENOTFOUND, "no VM named %q", vm)
-		}
-		vms = []*forewarn.VM{one}
+	vms, err := selectVMs(eng.Fleet(), vm)
+	if err != nil {
+		return nil, err
 	}
 	r := &Report{Generated: now.UTC(), VMs: make([]VM, 0, len(vms)), Events: []Event{}}
 	events := eng.Events()
@@ -179,13 +174,33 @@ func Build(eng *engine.Engine, h *history.History, now time.Time, vm string) (*R
 		r.VMs = append(r.VMs, vmReport(v, eng.View(v.Name), h, since, now))
 	}
 	for _, ev := range events {
-		e := eventReport(ev, h, since[ev.ID])
-		if vm == "" || ev.Affects(vm) || e.SeenBy == vm ||
-			slices.ContainsFunc(ev.Approvals, func(a forewarn.Approval) bool { return a.By == vm }) {
+		if e := eventReport(ev, h, since[ev.ID]); concerns(ev, e, vm) {
 			r.Events = append(r.Events, e)
 		}
 	}
 	return r, nil
+}
+
+// selectVMs returns the VMs a report is of: every VM of fleet, or the
+// one named vm.
+// Errors: ENOTFOUND for a vm not in the fleet.
+func selectVMs(fleet *forewarn.Fleet, vm string) ([]*forewarn.VM, error) {
+	if vm == "" {
+		return fleet.VMs, nil
+	}
+	one := fleet.VM(vm)
+	if one == nil {
+		return nil, forewarn.Errorf(forewarn.ENOTFOUND, "no VM named %q", vm)
+	}
+	return []*forewarn.VM{one}, nil
+}
+
+// concerns reports whether the report of the VM named vm (every VM when
+// vm is empty) lists ev, reported as e: an event that names it, that it
+// saw first or that it approved.
+func concerns(ev *forewarn.Event, e Event, vm string) bool {
+	return vm == "" || ev.Affects(vm) || e.SeenBy == vm ||
+		slices.ContainsFunc(ev.Approvals, func(a forewarn.Approval) bool { return a.By == vm })
 }
 
 // api returns the history API of provider p.

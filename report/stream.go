@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
-	"slices"
 	"time"
 
 	"github.com/forewarn/forewarn"
@@ -34,14 +33,9 @@ type Stream struct {
 // keeps only that.
 // Errors: ENOTFOUND for a vm not in the fleet.
 func Start(eng *engine.Engine, h *history.History, now time.Time, vm string) (*Stream, error) {
-	fleet := eng.Fleet()
-	vms := fleet.VMs
-	if vm != "" {
-		one := fleet.VM(vm)
-		if one == nil {
-			return nil, forewarn.Errorf(forewarn.ENOTFOUND, "no VM named %q", vm)
-		}
-		vms = []*forewarn.VM{one}
+	vms, err := selectVMs(eng.Fleet(), vm)
+	if err != nil {
+		return nil, err
 	}
 	events := eng.Events()
 	s := &Stream{eng: eng, h: h, now: now, vm: vm, vms: vms, since: visibleSince(events), ids: make([]string, len(events))}
@@ -96,8 +90,7 @@ func (s *Stream) WriteTo(w io.Writer) (int64, error) {
 			continue // gone since Start
 		}
 		e := eventReport(ev, s.h, s.since[id])
-		if s.vm != "" && !ev.Affects(s.vm) && e.SeenBy != s.vm &&
-			!slices.ContainsFunc(ev.Approvals, func(a forewarn.Approval) bool { return a.By == s.vm }) {
+		if !concerns(ev, e, s.vm) {
 			continue
 		}
 		if err := put(sep, e, false); err != nil {

@@ -19,8 +19,9 @@ import (
 // TestStreamIsBuild: the stream writes, byte for byte, what
 // json.Encoder writes of Build's report at the same now, for the whole
 // fleet and for each VM: VMs of the three APIs with requests, findings
-// and names json escapes, events pending, started, completed, approved,
-// seen and never seen.
+// and names json escapes, events pending, started, completed, approved
+// (by the operator, by a VM they do not name), seen first by a VM they
+// do not name, and never seen.
 func TestStreamIsBuild(t *testing.T) {
 	fleet := &forewarn.Fleet{VMs: []*forewarn.VM{
 		{Name: "web_0", Provider: forewarn.Azure, IP: netip.MustParseAddr("127.0.0.2"), AvailabilitySet: "web", UpdateDomain: 0},
@@ -57,7 +58,17 @@ func TestStreamIsBuild(t *testing.T) {
 		}
 		return ev
 	}
-	mk(forewarn.Freeze, "web_0")
+	freeze := mk(forewarn.Freeze, "web_0")
+	// web_1, of web_0's availability set, reads web_0's Freeze first,
+	// and approves web_0's Reboot, which it never read: the report of
+	// web_1 lists each for one of the filter's rules.
+	w := h.Start(httptest.NewRecorder(), "web_1")
+	h.See(w, &history.Ref{ID: freeze.ID})
+	h.Done(w, history.Azure, "GET", "/metadata/scheduledevents", "2020-07-01")
+	reboot := mk(forewarn.Reboot, "web_0")
+	if err := eng.Approve(ctx, "web_1", []string{reboot.ID}); err != nil {
+		t.Fatal(err)
+	}
 	approved := mk(forewarn.Reboot, "<b>&amp;")
 	if err := eng.Approve(ctx, forewarn.Operator, []string{approved.ID}); err != nil {
 		t.Fatal(err)
@@ -91,8 +102,13 @@ func TestStreamIsBuild(t *testing.T) {
 		if got.String() != want.String() {
 			t.Errorf("vm %q:\ngot  %s\nwant %s", vm, got.String(), want.String())
 		}
-		if vm == "" && (len(rep.VMs) != 5 || len(rep.Events) != 4 || len(rep.VMs[0].Findings) == 0 || !bytes.Contains(want.Bytes(), []byte(`\u003cb\u003e`))) {
+		if vm == "" && (len(rep.VMs) != 5 || len(rep.Events) != 5 || len(rep.VMs[0].Findings) == 0 || !bytes.Contains(want.Bytes(), []byte(`\u003cb\u003e`))) {
 			t.Errorf("the report exercises too little: %s", want.String())
+		}
+		// web_1's report lists web_0's Freeze (seen first) and Reboot
+		// (approved), which name web_0 only, and its own Redeploy.
+		if vm == "web_1" && (len(rep.Events) != 3 || rep.Events[0].SeenBy != "web_1") {
+			t.Errorf("web_1's report: %s", want.String())
 		}
 	}
 	if _, err := report.Start(eng, h, now, "nobody"); forewarn.ErrorCode(err) != forewarn.ENOTFOUND {
