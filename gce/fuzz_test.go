@@ -29,7 +29,10 @@ func FuzzPathAndParams(f *testing.F) {
 			return // not a valid request target on the wire
 		}
 		if strings.Contains(query, "wait_for_change") || strings.Contains(strings.ToLower(query), "wait") {
-			query += "&timeout_sec=0"
+			// A parameter's first value counts: put the bound first, or an
+			// empty timeout_sec of the input (no bound) would hold the
+			// long-poll for good.
+			query = "timeout_sec=0&" + query
 		}
 		r, err := http.NewRequest("GET", "http://metadata.google.internal"+v1+key+"?"+query, nil)
 		if err != nil {
