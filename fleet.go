@@ -2,6 +2,7 @@ package forewarn
 
 import (
 	"net/netip"
+	"strings"
 	"sync"
 	"time"
 )
@@ -15,6 +16,30 @@ const (
 	GCE   Provider = "gce"
 	AWS   Provider = "aws"
 )
+
+// Title returns the provider's name for people: Azure, Compute Engine
+// or EC2.
+func (p Provider) Title() string {
+	switch p {
+	case Azure:
+		return "Azure"
+	case GCE:
+		return "Compute Engine"
+	case AWS:
+		return "EC2"
+	}
+	return string(p)
+}
+
+// AVM returns "an Azure VM", "a Compute Engine VM" or "an EC2 VM", for
+// messages.
+func (p Provider) AVM() string {
+	t := p.Title()
+	if t != "" && strings.ContainsRune("AEIOU", rune(t[0])) {
+		return "an " + t + " VM"
+	}
+	return "a " + t + " VM"
+}
 
 // VM is one virtual machine of the fleet.
 type VM struct {

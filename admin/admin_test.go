@@ -383,7 +383,7 @@ func TestClientErrors(t *testing.T) {
 		{"unknown VM", admin.CreateRequest{Type: "Reboot", VMs: []string{"web_0", "nope"}}, forewarn.ENOTFOUND, `unknown VM "nope"`},
 		{"no VM", admin.CreateRequest{Type: "Reboot"}, forewarn.EINVALID, "an event needs at least one VM"},
 		{"GCE VM", admin.CreateRequest{Type: "Reboot", VMs: []string{"gce_0"}}, forewarn.EINVALID,
-			`VM "gce_0" is a gce VM; Reboot events are not for gce VMs`},
+			`VM "gce_0" is a Compute Engine VM; Reboot events are not for Compute Engine VMs`},
 		{"notice below minimum", admin.CreateRequest{Type: "Reboot", VMs: []string{"web_0"}, Notice: "1m"}, forewarn.EINVALID,
 			"notice 1m0s is below the 15m0s minimum for Reboot (the server's --allow-short-notice lifts this)"},
 		{"bad notice", admin.CreateRequest{Type: "Reboot", VMs: []string{"web_0"}, Notice: "soon"}, forewarn.EINVALID,
@@ -837,7 +837,7 @@ func TestDegrade(t *testing.T) {
 		code, msg      string
 	}{
 		{"unknown VM", "nope", "", 404, forewarn.ENOTFOUND, `unknown VM "nope"`},
-		{"GCE VM", "gce_0", "", 400, forewarn.EINVALID, `VM "gce_0" is a gce VM; Redeploy events are not for gce VMs`},
+		{"GCE VM", "gce_0", "", 400, forewarn.EINVALID, `VM "gce_0" is a Compute Engine VM; Redeploy events are not for Compute Engine VMs`},
 		{"notice below minimum", "db_0", `{"notice":"1m"}`, 400, forewarn.EINVALID,
 			"notice 1m0s is below the 10m0s minimum for Redeploy (the server's --allow-short-notice lifts this)"},
 		{"bad notice", "db_0", `{"notice":"next week"}`, 400, forewarn.EINVALID,

@@ -93,8 +93,8 @@ func TestEC2EventsAreForEC2VMs(t *testing.T) {
 			spec engine.Spec
 			want string
 		}{
-			{engine.Spec{Type: forewarn.InstanceStop, VMs: []string{"az"}, Notice: 48 * time.Hour}, `VM "az" is a azure VM; instance-stop events are not for azure VMs`},
-			{engine.Spec{Type: forewarn.Reboot, VMs: []string{"ec2_0"}}, `VM "ec2_0" is a aws VM; Reboot events are not for aws VMs`},
+			{engine.Spec{Type: forewarn.InstanceStop, VMs: []string{"az"}, Notice: 48 * time.Hour}, `VM "az" is an Azure VM; instance-stop events are not for Azure VMs`},
+			{engine.Spec{Type: forewarn.Reboot, VMs: []string{"ec2_0"}}, `VM "ec2_0" is an EC2 VM; Reboot events are not for EC2 VMs`},
 			{engine.Spec{Type: forewarn.SystemMaintenance, VMs: []string{"ec2_0"}, Notice: time.Hour}, "notice 1h0m0s is below the 24h0m0s minimum for system-maintenance (the server's --allow-short-notice lifts this)"},
 			{engine.Spec{Type: forewarn.Terminate, VMs: []string{"ec2_0"}, Started: true}, `VM "ec2_0" is not in an Auto Scaling group; a Terminate is a group's scale-in (use an EC2 scheduled event such as instance-stop)`},
 			{engine.Spec{Type: forewarn.Preempt, VMs: []string{"spot_1", "stop_2"}}, `VM "spot_1" is an EC2 Spot VM; EC2 interrupts Spot VMs one at a time (name one VM)`},

@@ -134,9 +134,18 @@ func (v *View) Changed() <-chan struct{} { return v.changed }
 type VMInfo struct {
 	forewarn.VM
 	Incarnation int64 `json:"incarnation"`
-	// State is "running", "stopped" once a Compute Engine preemption
-	// completed, or "deleted" once an Azure Preempt or Terminate did.
+	// State is what the VM is doing now: "running"; while an event naming
+	// it is Started, what the event does to it ("rebooting", "frozen",
+	// "redeploying", "migrating", "stopped" for a Compute Engine host
+	// maintenance stop or an EC2 instance stop or retirement, "in
+	// maintenance", "stopping" or "deleting"); "stopped" once a Compute
+	// Engine preemption or an EC2 Spot stop completed; "deleted" once an
+	// Azure Preempt or Terminate did.
 	State string `json:"state"`
+	// ReturnsTo is the State the VM comes back to when the Started event
+	// ends, when that differs from State: "running" after maintenance,
+	// "stopped" or "deleted" after an eviction.
+	ReturnsTo string `json:"returnsTo,omitempty"`
 	// Enabled reports whether the VM's scheduled events are enabled: a VM
 	// of its service (itself, or one it shares an availability set, cloud
 	// service or scale set placement group with) called its metadata API
@@ -519,6 +528,13 @@ func (e *Engine) info(vm *forewarn.VM, now time.Time, cache map[*forewarn.VM]boo
 		info.State = "deleted"
 	case v.Stopped:
 		info.State = "stopped"
+	default:
+		for _, ev := range v.own {
+			if ev.Status == forewarn.Started {
+				info.State, info.ReturnsTo = startedState(ev, vm)
+				break
+			}
+		}
 	}
 	// Replicas show what they share, the stored time (to within an
 	// hour), so that every replica lists the same.
@@ -534,6 +550,41 @@ func (e *Engine) info(vm *forewarn.VM, now time.Time, cache map[*forewarn.VM]boo
 		info.Events = append(info.Events, ev.ID)
 	}
 	return info
+}
+
+// StateText is the VM's State, followed by the state it returns to when
+// the Started event acting on it ends: "stopped (then running)".
+func (i VMInfo) StateText() string {
+	if i.ReturnsTo == "" {
+		return i.State
+	}
+	return i.State + " (then " + i.ReturnsTo + ")"
+}
+
+// startedState returns what the Started event ev does to vm, which it
+// names, and the state vm is left in when ev ends.
+func startedState(ev *forewarn.Event, vm *forewarn.VM) (state, after string) {
+	switch ev.Type {
+	case forewarn.Freeze:
+		return "frozen", "running"
+	case forewarn.Reboot, forewarn.InstanceReboot, forewarn.SystemReboot:
+		return "rebooting", "running"
+	case forewarn.Redeploy:
+		return "redeploying", "running"
+	case forewarn.MigrateOnHostMaintenance:
+		return "migrating", "running"
+	case forewarn.TerminateOnHostMaintenance, forewarn.InstanceStop, forewarn.InstanceRetirement:
+		// The VM is stopped for the maintenance and started again.
+		return "stopped", "running"
+	case forewarn.SystemMaintenance:
+		return "in maintenance", "running"
+	case forewarn.Preempt, forewarn.Terminate:
+		if removes(ev, vm) {
+			return "deleting", "deleted"
+		}
+		return "stopping", "stopped"
+	}
+	return "running", ""
 }
 
 // Create validates s and creates its event, durably, before returning it.
@@ -637,7 +688,7 @@ func (e *Engine) createOnce(ctx context.Context, s Spec, guard func() error, spl
 			return nil, forewarn.Errorf(forewarn.ENOTFOUND, "unknown VM %q", name)
 		}
 		if !s.Type.ForProvider(vm.Provider) {
-			return nil, forewarn.Errorf(forewarn.EINVALID, "VM %q is a %s VM; %s events are not for %s VMs", name, vm.Provider, s.Type, vm.Provider)
+			return nil, forewarn.Errorf(forewarn.EINVALID, "VM %q is %s; %s events are not for %s VMs", name, vm.Provider.AVM(), s.Type, vm.Provider.Title())
 		}
 		if s.Type == forewarn.MigrateOnHostMaintenance && !vm.MigrateAllowed() {
 			return nil, forewarn.Errorf(forewarn.EINVALID,
@@ -1381,7 +1432,7 @@ func (e *Engine) EvictWith(ctx context.Context, name string, o VMOptions) (*fore
 		return nil, forewarn.Errorf(forewarn.EINVALID, "VM %q is not a Spot or preemptible VM", name)
 	}
 	if o.Notice != 0 && vm.Provider != forewarn.AWS {
-		return nil, forewarn.Errorf(forewarn.EINVALID, "VM %q is a %s VM; only an EC2 Spot interruption takes a notice", name, vm.Provider)
+		return nil, forewarn.Errorf(forewarn.EINVALID, "VM %q is %s; only an EC2 Spot interruption takes a notice", name, vm.Provider.AVM())
 	}
 	spec := Spec{Type: forewarn.Preempt, VMs: []string{name}, Source: forewarn.Platform, Notice: forewarn.Preempt.MinNotice(), Lasts: o.Lasts}
 	switch vm.Provider {
@@ -1601,7 +1652,9 @@ func removes(ev *forewarn.Event, vm *forewarn.VM) bool {
 func advance(ev *forewarn.Event, now time.Time, skipWarning, gated bool) *forewarn.Event {
 	var c *forewarn.Event
 	if lead := ev.Lead(); ev.Status == forewarn.Scheduled && lead > 0 && ev.WarnedAt.IsZero() {
-		warn := ev.NotBefore.Add(-lead)
+		// An event created with less notice than its lead is warned as
+		// it is created: the warning cannot precede the event.
+		warn := later(ev.NotBefore.Add(-lead), ev.Created)
 		if now.Before(warn) && !ev.Approved() {
 			return nil
 		}
@@ -1682,4 +1735,12 @@ func newID() string {
 	b[6] = b[6]&0x0f | 0x40
 	b[8] = b[8]&0x3f | 0x80
 	return fmt.Sprintf("%X-%X-%X-%X-%X", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return b
+	}
+	return a
 }

@@ -122,7 +122,7 @@ func TestTerminateWarnedAnHourAhead(t *testing.T) {
 		if _, err := e.Create(t.Context(), engine.Spec{Type: forewarn.MigrateOnHostMaintenance, VMs: []string{"term"}}); forewarn.ErrorCode(err) != forewarn.EINVALID {
 			t.Fatalf("MIGRATE on an onHostMaintenance TERMINATE VM: %v", err)
 		}
-		if _, err := e.Create(t.Context(), engine.Spec{Type: forewarn.Reboot, VMs: []string{"gpu"}}); forewarn.ErrorMessage(err) != `VM "gpu" is a gce VM; Reboot events are not for gce VMs` {
+		if _, err := e.Create(t.Context(), engine.Spec{Type: forewarn.Reboot, VMs: []string{"gpu"}}); forewarn.ErrorMessage(err) != `VM "gpu" is a Compute Engine VM; Reboot events are not for Compute Engine VMs` {
 			t.Fatalf("Reboot on a GCE VM: %v", err)
 		}
 		if _, err := e.Create(t.Context(), engine.Spec{Type: forewarn.TerminateOnHostMaintenance, VMs: []string{"az"}}); forewarn.ErrorCode(err) != forewarn.EINVALID {
@@ -277,6 +277,93 @@ func TestStartVM(t *testing.T) {
 		}
 		if v := e.View("spot"); !v.Preempted {
 			t.Fatal("second eviction: not preempted")
+		}
+	})
+}
+
+// A stop announced with less notice than its 60-minute lead is warned as
+// it is created, not before: warnedAt never precedes created.
+func TestWarningNeverPrecedesCreation(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e, err := engine.New(t.Context(), engine.Config{Store: mem.New(), Fleet: gceFleet(), AllowShortNotice: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		enableAll(e)
+		t0 := time.Now()
+		ev, err := e.Create(t.Context(), engine.Spec{Type: forewarn.TerminateOnHostMaintenance, VMs: []string{"gpu"}, Notice: 10 * time.Minute, Lasts: 5 * time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		got, _ := e.Event(ev.ID)
+		if !got.Created.Equal(t0) || !got.WarnedAt.Equal(t0) || got.Status != forewarn.Scheduled {
+			t.Fatalf("created %v, warned %v (%s), want both at %v", got.Created, got.WarnedAt, got.Status, t0)
+		}
+		// The same holds for a live migration announced with 30 s notice.
+		e.NoteQuery("mig")
+		step(time.Second)
+		mig, err := e.Create(t.Context(), engine.Spec{Type: forewarn.MigrateOnHostMaintenance, VMs: []string{"mig"}, Notice: 30 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if got, _ := e.Event(mig.ID); !got.WarnedAt.Equal(got.Created) || got.WarnedAt.Before(t0.Add(time.Second)) {
+			t.Fatalf("migration created %v, warned %v", got.Created, got.WarnedAt)
+		}
+	})
+}
+
+// While a stop for host maintenance is Started, the VM is stopped and
+// comes back running; a preemption leaves it stopped.
+func TestStartedStateShown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newGCEEngine(t, mem.New())
+		state := func(name string) string {
+			t.Helper()
+			info, err := e.VM(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return info.State + "/" + info.ReturnsTo
+		}
+		ev, err := e.Create(t.Context(), engine.Spec{Type: forewarn.TerminateOnHostMaintenance, VMs: []string{"term"}, Notice: time.Hour, Lasts: 5 * time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := state("term"); got != "running/" {
+			t.Fatalf("scheduled stop: state %s", got)
+		}
+		step(time.Hour)
+		if got, _ := e.Event(ev.ID); got.Status != forewarn.Started {
+			t.Fatalf("at NotBefore the stop is %s", got.Status)
+		}
+		if got := state("term"); got != "stopped/running" {
+			t.Fatalf("started stop: state %s, want stopped/running", got)
+		}
+		step(5 * time.Minute)
+		if got := state("term"); got != "running/" {
+			t.Fatalf("after the stop: state %s, want running/", got)
+		}
+
+		if _, err := e.Evict(t.Context(), "spot"); err != nil {
+			t.Fatal(err)
+		}
+		if got := state("spot"); got != "stopping/stopped" {
+			t.Fatalf("preemption started: state %s, want stopping/stopped", got)
+		}
+		step(30 * time.Second)
+		if got := state("spot"); got != "stopped/" {
+			t.Fatalf("preemption done: state %s, want stopped/", got)
+		}
+
+		// An Azure Reboot shows the VM rebooting while it is Started.
+		if _, err := e.Create(t.Context(), engine.Spec{Type: forewarn.Reboot, VMs: []string{"az"}, Started: true, Lasts: time.Minute}); err != nil {
+			t.Fatal(err)
+		}
+		if got := state("az"); got != "rebooting/running" {
+			t.Fatalf("started Reboot: state %s, want rebooting/running", got)
 		}
 	})
 }

@@ -60,7 +60,7 @@ func (e *Engine) startVM(ctx context.Context, name string) (VMInfo, error) {
 		return VMInfo{}, forewarn.Errorf(forewarn.ENOTFOUND, "unknown VM %q", name)
 	case vm.Provider == forewarn.Azure:
 		return VMInfo{}, forewarn.Errorf(forewarn.EINVALID,
-			"VM %q is a %s VM; only a stopped Compute Engine or EC2 VM can be started (a preempted Azure VM is deleted)", name, vm.Provider)
+			"VM %q is an Azure VM; only a stopped Compute Engine or EC2 VM can be started (a preempted Azure VM is deleted)", name)
 	}
 	e.mu.Lock()
 	if e.closed {

@@ -126,12 +126,14 @@ type domainCount struct{ UD, VMs int }
 // rowView is one VM's row.
 type rowView struct {
 	Name, Provider, State string
-	Azure, Enabled        bool
-	UD                    int
-	Incarnation           int64
-	LastSeen              string
-	Events                int
-	Spot, Removable       bool
+	// StateText is State with what the VM returns to, for people.
+	StateText       string
+	Azure, Enabled  bool
+	UD              int
+	Incarnation     int64
+	LastSeen        string
+	Events          int
+	Spot, Removable bool
 }
 
 // buildFleet groups vms by scope and update domain for the fleet view,
@@ -224,7 +226,7 @@ func buildFleet(vms []engine.VMInfo, query string) *fleetView {
 // row returns vm's row.
 func row(vm *engine.VMInfo) rowView {
 	r := rowView{
-		Name: vm.Name, Provider: string(vm.Provider), State: vm.State,
+		Name: vm.Name, Provider: string(vm.Provider), State: vm.State, StateText: vm.StateText(),
 		Azure: vm.Provider == forewarn.Azure, Enabled: vm.Enabled, UD: vm.UpdateDomain,
 		Incarnation: vm.Incarnation, Events: len(vm.Events), Spot: vm.Evictable(),
 		Removable: vm.ScaleSet != "" || vm.AutoScalingGroup != "",

@@ -426,7 +426,13 @@ func TestErrors(t *testing.T) {
 			"forewarn: VM \"web_0\" is not a Spot or preemptible VM; only those are preempted\n"},
 		{"degrade unknown VM", []string{"vm", "degrade", "nope"}, 1, "forewarn: unknown VM \"nope\"\n"},
 		{"degrade GCE VM", []string{"vm", "degrade", "gce_0"}, 1,
-			"forewarn: VM \"gce_0\" is a gce VM; Redeploy events are not for gce VMs\n"},
+			"forewarn: VM \"gce_0\" is a Compute Engine VM; Redeploy events are not for Compute Engine VMs\n"},
+		{"Azure Spot interruption notice", []string{"vm", "evict", "spot_0", "--notice", "10s"}, 1,
+			"forewarn: VM \"spot_0\" is an Azure VM; only an EC2 Spot interruption takes a notice\n"},
+		{"start an Azure VM", []string{"vm", "start", "web_0"}, 1,
+			"forewarn: VM \"web_0\" is an Azure VM; only a stopped Compute Engine or EC2 VM can be started (a preempted Azure VM is deleted)\n"},
+		{"Compute Engine Reboot", []string{"event", "create", "--type", "Reboot", "--vm", "gce_0"}, 1,
+			"forewarn: VM \"gce_0\" is a Compute Engine VM; Reboot events are not for Compute Engine VMs\n"},
 		{"degrade notice below minimum", []string{"vm", "degrade", "db_0", "--notice", "2m"}, 1,
 			"forewarn: notice 2m0s is below the 10m0s minimum for Redeploy (the server's --allow-short-notice lifts this)\n"},
 
@@ -570,6 +576,100 @@ func TestParseInterspersed(t *testing.T) {
 		pos, err := parseInterspersed(c.fs, tt.args)
 		if err != nil || !slices.Equal(pos, tt.pos) || c.server != tt.server {
 			t.Errorf("parse %q = %q, server %q, %v; want %q, server %q", tt.args, pos, c.server, err, tt.pos, tt.server)
+		}
+	}
+}
+
+// TestVMListEvictableAndStopped checks the SPOT and STATE columns of
+// Compute Engine VMs: a legacy preemptible VM can be evicted as a SPOT
+// one can, and a Started stop for host maintenance shows the VM stopped,
+// coming back running.
+func TestVMListEvictableAndStopped(t *testing.T) {
+	fleet := &forewarn.Fleet{VMs: []*forewarn.VM{
+		{Name: "pre", Provider: forewarn.GCE, Zone: "z", Preemptible: true, OnHostMaintenance: "TERMINATE"},
+		{Name: "spot", Provider: forewarn.GCE, Zone: "z", Spot: true, ProvisioningModel: "SPOT", OnHostMaintenance: "TERMINATE"},
+		{Name: "term", Provider: forewarn.GCE, Zone: "z", OnHostMaintenance: "TERMINATE"},
+		{Name: "az", Provider: forewarn.Azure},
+	}}
+	eng, err := engine.New(t.Context(), engine.Config{Store: mem.New(), Fleet: fleet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	srv := httptest.NewServer(admin.NewServer(eng, nil))
+	t.Cleanup(srv.Close)
+	t.Setenv(serverEnv, srv.URL)
+
+	stop := createdID(t, eng, cliOK(t, "event", "create", "--type", "TERMINATE_ON_HOST_MAINTENANCE", "--vm", "term", "--started", "--lasts", "1h"))
+	reboot := createdID(t, eng, cliOK(t, "event", "create", "--type", "Reboot", "--vm", "az", "--started", "--lasts", "1h"))
+	want := "NAME  IP  PROVIDER  STATE                     ENABLED  LAST SEEN  SCOPE  ZONE  UD  SPOT         INCARNATION  EVENTS\n" +
+		"pre   -   gce       running                   no       -          -      z     -   preemptible  1            -\n" +
+		"spot  -   gce       running                   no       -          -      z     -   yes          1            -\n" +
+		"term  -   gce       stopped (then running)    no       -          -      z     -   -            1            " + stop.ID + "\n" +
+		"az    -   azure     rebooting (then running)  no       -          -      -     0   -            2            " + reboot.ID + "\n"
+	if got := cliOK(t, "vm", "list"); got != want {
+		t.Errorf("table:\n%s\nwant:\n%s", got, want)
+	}
+	var list struct{ VMs []engine.VMInfo }
+	if err := json.Unmarshal([]byte(cliOK(t, "vm", "list", "--json")), &list); err != nil {
+		t.Fatal(err)
+	}
+	if vm := list.VMs[2]; vm.State != "stopped" || vm.ReturnsTo != "running" {
+		t.Errorf("term in --json: state %q, returnsTo %q; want stopped, running", vm.State, vm.ReturnsTo)
+	}
+	cliOK(t, "event", "complete", stop.ID)
+	if got := cliOK(t, "vm", "list"); !strings.Contains(got, "\nterm  -   gce       running ") {
+		t.Errorf("after the stop completed:\n%s", got)
+	}
+}
+
+func TestEventShow(t *testing.T) {
+	eng, url := cliServer(t)
+	t.Setenv(serverEnv, url)
+	ev := createdID(t, eng, cliOK(t, "event", "create", "--type", "Reboot", "--vm", "web_0", "--notice", "20m",
+		"--duration", "5", "--description", "kernel \"6.1\"", "--lasts", "2m"))
+	cliOK(t, "event", "approve", ev.ID)
+	ev, err := eng.Event(ev.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+	want := "ID:           " + ev.ID + "\n" +
+		"Type:         Reboot\n" +
+		"Status:       Started\n" +
+		"Resources:    web_0\n" +
+		"Source:       Platform\n" +
+		"Description:  \"kernel \\\"6.1\\\"\"\n" +
+		"Duration:     5s\n" +
+		"Lasts:        2m0s\n" +
+		"Created:      " + f(ev.Created) + "\n" +
+		"NotBefore:    -\n" +
+		"Started:      " + f(ev.StartedAt) + "\n" +
+		"Ended:        -\n" +
+		"Approvals:    " + f(ev.Approvals[0].At) + " by operator\n"
+	if got := cliOK(t, "event", "show", strings.ToLower(ev.ID)); got != want {
+		t.Errorf("event show:\n%s\nwant:\n%s", got, want)
+	}
+	var shown forewarn.Event
+	if err := json.Unmarshal([]byte(cliOK(t, "event", "show", ev.ID, "--json")), &shown); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := json.Marshal(&shown)
+	engs, _ := json.Marshal(ev)
+	if !bytes.Equal(got, engs) {
+		t.Errorf("--json:\n%s\nwant\n%s", got, engs)
+	}
+	for _, c := range []struct {
+		args   []string
+		code   int
+		stderr string
+	}{
+		{[]string{"event", "show", "XYZ"}, 1, "forewarn: no event \"XYZ\"\n"},
+		{[]string{"event", "show"}, 2, "forewarn: missing event ID\nusage: forewarn event show ID [--json]\n"},
+		{[]string{"event", "show", "A", "B"}, 2, "forewarn: unexpected argument \"B\"\nusage: forewarn event show ID [--json]\n"},
+	} {
+		if r := runCLI(t, c.args...); r.code != c.code || r.stderr != c.stderr || r.stdout != "" {
+			t.Errorf("forewarn %s: exit %d, stdout %q, stderr %q; want exit %d, stderr %q", strings.Join(c.args, " "), r.code, r.stdout, r.stderr, c.code, c.stderr)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -16,6 +17,7 @@ import (
 const (
 	eventCreateSynopsis     = "--type T --vm NAME [--vm NAME ...] [--notice D] [--duration S] [--source User|Platform] [--description TEXT] [--lasts D] [--started]"
 	eventListSynopsis       = "[--json]"
+	eventShowSynopsis       = "ID [--json]"
 	eventActionSynopsis     = "ID"
 	eventRescheduleSynopsis = "ID --not-before TIME"
 )
@@ -25,6 +27,8 @@ const eventUsage = `usage: forewarn event <command> [arguments]
 commands:
   create    ` + eventCreateSynopsis + `
   list      ` + eventListSynopsis + `
+  show      ` + eventShowSynopsis + `
+                  one event, whole: its times, approvals and VMs
   approve   ID    approve as the operator, which starts the event now
   start     ID    start a Scheduled event now
   complete  ID    end a Started event now
@@ -47,6 +51,8 @@ func runEvent(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return eventCreate(ctx, args[1:], stdout, stderr)
 	case "list":
 		return eventList(ctx, args[1:], stdout, stderr)
+	case "show":
+		return eventShow(ctx, args[1:], stdout, stderr)
 	case "approve", "start", "complete", "cancel":
 		return eventAction(ctx, args[0], args[1:], stdout, stderr)
 	case "reschedule":
@@ -147,6 +153,67 @@ func eventList(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n",
 				ev.ID, ev.Type, ev.Status, strings.Join(ev.Resources, ","), notBefore, ev.Source)
+		}
+		return tw.Flush()
+	})
+}
+
+// eventShow prints one event, every field of it, or as the API's JSON.
+func eventShow(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	c := newCommand("event show", eventShowSynopsis)
+	asJSON := c.fs.Bool("json", false, "print the event as GET /v1/events/{id} answers it")
+	return c.run(args, stderr, func(pos []string) error {
+		id, err := oneArg(pos, "event ID")
+		if err != nil {
+			return err
+		}
+		ev, err := c.client().Event(ctx, id)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return printJSON(stdout, ev)
+		}
+		at := func(t time.Time) string {
+			return dash(t.UTC().Format(time.RFC3339Nano), !t.IsZero())
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintf(tw, "ID:\t%s\n", ev.ID)
+		fmt.Fprintf(tw, "Type:\t%s\n", ev.Type)
+		fmt.Fprintf(tw, "Status:\t%s\n", ev.Status)
+		fmt.Fprintf(tw, "Resources:\t%s\n", dash(strings.Join(ev.Resources, ","), len(ev.Resources) > 0))
+		fmt.Fprintf(tw, "Source:\t%s\n", ev.Source)
+		fmt.Fprintf(tw, "Description:\t%s\n", dash(strconv.Quote(ev.Description), ev.Description != ""))
+		fmt.Fprintf(tw, "Duration:\t%s\n", dash(strconv.Itoa(ev.Duration)+"s", ev.Duration >= 0))
+		fmt.Fprintf(tw, "Lasts:\t%s\n", ev.Lasts)
+		if ev.Wave != "" {
+			fmt.Fprintf(tw, "Wave:\t%s\n", ev.Wave)
+		}
+		if ev.Action != "" {
+			fmt.Fprintf(tw, "Action:\t%s\n", ev.Action)
+		}
+		fmt.Fprintf(tw, "Created:\t%s\n", at(ev.Created))
+		fmt.Fprintf(tw, "NotBefore:\t%s\n", at(ev.NotBefore))
+		if ev.Lead() > 0 {
+			fmt.Fprintf(tw, "Warned:\t%s\n", at(ev.WarnedAt))
+		}
+		if !ev.Deadline.IsZero() {
+			fmt.Fprintf(tw, "Deadline:\t%s\n", at(ev.Deadline))
+		}
+		fmt.Fprintf(tw, "Started:\t%s\n", at(ev.StartedAt))
+		fmt.Fprintf(tw, "Ended:\t%s\n", at(ev.EndedAt))
+		if !ev.ResumedAt.IsZero() {
+			fmt.Fprintf(tw, "Resumed:\t%s\n", at(ev.ResumedAt))
+		}
+		if len(ev.Approvals) == 0 {
+			fmt.Fprintf(tw, "Approvals:\t-\n")
+		}
+		for i, a := range ev.Approvals {
+			label := ""
+			if i == 0 {
+				label = "Approvals:"
+			}
+			fmt.Fprintf(tw, "%s\t%s by %s\n", label, at(a.At), a.By)
 		}
 		return tw.Flush()
 	})

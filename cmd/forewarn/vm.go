@@ -86,10 +86,10 @@ func vmList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(tw, "NAME\tIP\tPROVIDER\tSTATE\tENABLED\tLAST SEEN\tSCOPE\tZONE\tUD\tSPOT\tINCARNATION\tEVENTS")
 		for _, vm := range vms {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n",
-				vm.Name, dash(vm.IP.String(), vm.IP.IsValid()), vm.Provider, vm.State,
+				vm.Name, dash(vm.IP.String(), vm.IP.IsValid()), vm.Provider, vm.StateText(),
 				yesNo(vm.Enabled), dash(vm.LastSeen.UTC().Format(time.RFC3339), !vm.LastSeen.IsZero()),
 				scope(vm), dash(vm.Zone, vm.Zone != ""),
-				dash(strconv.Itoa(vm.UpdateDomain), vm.Provider == forewarn.Azure), dash("yes", vm.Spot),
+				dash(strconv.Itoa(vm.UpdateDomain), vm.Provider == forewarn.Azure), spot(vm),
 				vm.Incarnation, dash(strings.Join(vm.Events, ","), len(vm.Events) > 0))
 		}
 		return tw.Flush()
@@ -109,6 +109,19 @@ func scope(vm engine.VMInfo) string {
 		return vm.ScaleSet + ":" + vm.PlacementGroup
 	case vm.ScaleSet != "":
 		return vm.ScaleSet
+	}
+	return "-"
+}
+
+// spot says whether vm can be evicted: "yes" for an Azure Spot or a
+// Compute Engine SPOT VM, "preemptible" for a Compute Engine VM with the
+// legacy preemptible flag, "-" otherwise.
+func spot(vm engine.VMInfo) string {
+	switch {
+	case vm.Spot:
+		return "yes"
+	case vm.Preemptible:
+		return "preemptible"
 	}
 	return "-"
 }
@@ -234,7 +247,8 @@ func vmShow(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(tw, "Name:\t%s\n", vm.Name)
 		fmt.Fprintf(tw, "IP:\t%s\n", dash(vm.IP.String(), vm.IP.IsValid()))
 		fmt.Fprintf(tw, "Provider:\t%s\n", vm.Provider)
-		fmt.Fprintf(tw, "State:\t%s\n", vm.State)
+		fmt.Fprintf(tw, "State:\t%s\n", vm.StateText())
+		fmt.Fprintf(tw, "Spot:\t%s\n", spot(vm))
 		fmt.Fprintf(tw, "Enabled:\t%s\n", yesNo(vm.Enabled))
 		fmt.Fprintf(tw, "Last seen:\t%s\n", dash(vm.LastSeen.UTC().Format(time.RFC3339), !vm.LastSeen.IsZero()))
 		fmt.Fprintf(tw, "Scope:\t%s\n", scope(vm))
