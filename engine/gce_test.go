@@ -194,8 +194,8 @@ func TestEvict(t *testing.T) {
 			return ""
 		}
 		step(30*time.Second - time.Millisecond)
-		if s := state("spot"); s != "running" {
-			t.Fatalf("before 30 s: %s", s)
+		if s := state("spot"); s != "stopping" {
+			t.Fatalf("before 30 s: %s, want stopping", s)
 		}
 		step(time.Millisecond)
 		if s := state("spot"); s != "stopped" || !e.View("spot").Stopped {

@@ -661,12 +661,12 @@ func TestEvictSpot(t *testing.T) {
 		text(t, get(h, spotAddr, "instance/preempted"), "TRUE")
 		text(t, get(h, spotAddr, "instance/maintenance-event"), "NONE")
 		text(t, get(h, preAddr, "instance/preempted"), "FALSE")
-		if s := state("spot"); s != "running" {
-			t.Fatalf("state %q at once", s)
+		if s := state("spot"); s != "stopping" {
+			t.Fatalf("state %q at once, want stopping", s)
 		}
 		step(30*time.Second - time.Millisecond)
-		if s := state("spot"); s != "running" {
-			t.Fatalf("state %q before 30s", s)
+		if s := state("spot"); s != "stopping" {
+			t.Fatalf("state %q before 30s, want stopping", s)
 		}
 		step(time.Millisecond)
 		if s := state("spot"); s != "stopped" {
