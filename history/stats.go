@@ -7,7 +7,8 @@ import (
 
 // SlowFactor is how many times its API's expected interval a gap
 // between a VM's calls, while an event it could see was pending, must
-// exceed to count as slow polling.
+// exceed, beside the room SlowGap leaves for jitter, to count as slow
+// polling.
 const SlowFactor = 5
 
 // Expected returns how often a client of api is expected to call: once
@@ -25,8 +26,12 @@ func Expected(api API) time.Duration {
 }
 
 // SlowGap returns the gap between calls above which a client of api
-// polls too slowly while an event is pending: SlowFactor times Expected.
-func SlowGap(api API) time.Duration { return SlowFactor * Expected(api) }
+// polls too slowly while an event is pending: SlowFactor times Expected,
+// and one Expected more of room for jitter, so that a client that polls
+// every SlowFactor intervals (every 5 s, many clients' default) is not
+// flagged when its timer fires or its request is answered a little
+// late: 6 s on Azure and Compute Engine, 30 s on EC2.
+func SlowGap(api API) time.Duration { return (SlowFactor + 1) * Expected(api) }
 
 // maxVersions bounds the distinct Scheduled Events api-versions counted
 // per VM; further ones are counted together.

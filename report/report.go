@@ -26,8 +26,8 @@ import (
 const (
 	// SlowPolling: gaps between the VM's calls, while an event it could
 	// see was pending (Scheduled: once started, the VM may well be down),
-	// over history.SlowGap (5 times the API's expected interval),
-	// including the silence since its last call when an event is pending
+	// over history.SlowGap (5 times the API's expected interval, and one
+	// more for jitter), including the silence since its last call when an event is pending
 	// now.
 	SlowPolling = "slow-polling"
 	// NoMetadataHeader: requests refused for lacking Metadata: true
@@ -265,8 +265,8 @@ func vmReport(vm *forewarn.VM, v *engine.View, h *history.History, since map[str
 		if !pendingEnd.IsZero() {
 			when = "ended " + pendingEnd.Format(timeLayout)
 		}
-		add(SlowPolling, slow, "%d gap(s) over %s while an event was pending; the longest %s (%s); a client should call about every %s",
-			slow, history.SlowGap(a), round(pendingGap), when, history.Expected(a))
+		add(SlowPolling, slow, "%d gap(s) over %s (%d× the expected %s, and %s for jitter) while an event was pending; the longest %s (%s)",
+			slow, history.SlowGap(a), history.SlowFactor, history.Expected(a), history.Expected(a), round(pendingGap), when)
 	}
 	switch vm.Provider {
 	case forewarn.GCE:
