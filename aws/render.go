@@ -380,7 +380,7 @@ func render(v *engine.View, st *static, cache *renderCache) *doc {
 		case ev.Type == forewarn.Terminate && ev.Status == forewarn.Started && vm.AutoScalingGroup != "":
 			// The group moves the instance as the scale-in begins.
 			d.lifecycle = lsTerminated
-			d.scaleIn = history.NewRef(ev)
+			d.scaleIn = history.NewStartedRef(ev) // InService until it started
 		}
 	}
 	if vm.AutoScalingGroup != "" && d.lifecycle == nil {

@@ -381,7 +381,7 @@ func refs(v *engine.View) [3]*history.Ref {
 	if v.Preempted {
 		for _, ev := range v.Events {
 			if ev.Type == forewarn.Preempt && v.Own(ev) {
-				out[1] = history.NewRef(ev)
+				out[1] = history.NewStartedRef(ev) // FALSE until it started
 				break
 			}
 		}

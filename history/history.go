@@ -12,8 +12,9 @@
 // between calls, requests refused for a missing header, throttled
 // requests, api-versions, long-polls, approvals of events it should not
 // approve), updated in constant time per request. Marks note, per event,
-// when a VM first read a document showing it. Both feed the client-
-// behaviour report (package report).
+// when a VM first read a document showing it, and which VMs first read
+// it only after it started. Both feed the client-behaviour report
+// (package report).
 package history
 
 import (
@@ -278,10 +279,18 @@ type Writer struct {
 	// flight as this one began; 0 for the VM's first request, -1 when
 	// another was in flight.
 	gapFrom int64
-	// pending is when the oldest event the request read became visible
-	// (Unix nanoseconds); 0 when it read none.
-	pending int64
-	flags   uint8
+	// noticeGap is the longest part of the gap before the request during
+	// which an event it read was Scheduled (Unix nanoseconds).
+	noticeGap int64
+	// watch is the Scheduled events the request read, for the VM's next
+	// gap; started, up to 4 Started events it read that gave a notice
+	// first, for a read after the notice passed.
+	watch    watch
+	started  [4]*Ref
+	nStarted uint8
+	// read reports whether the request read a document showing an event.
+	read  bool
+	flags uint8
 	// foreign and late count the approvals NoteApproval classed so;
 	// lastForeign and lastLate are the latest of each.
 	foreign, late         uint8
@@ -412,7 +421,7 @@ func (h *History) Done(w http.ResponseWriter, api API, method, path, version str
 		rg.slots[rg.n%uint64(len(rg.slots))] = s
 		rg.n++
 	}
-	rg.st.add(hw, api, code, start, s.version, path)
+	rg.st.add(hw, api, code, start, end, s.version, path)
 	rg.mu.Unlock()
 	if hw.flags&flagHeld != 0 {
 		rg.held.Add(-1)

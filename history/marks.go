@@ -10,14 +10,30 @@ import (
 )
 
 // Mark is what the metadata servers note about one event: which VM first
-// read a document showing it and when, and the NotBefore it was last
-// read with while Scheduled (the engine clears NotBefore once an event
-// starts).
+// read a document showing it and when, the NotBefore it was last read
+// with while Scheduled (the engine clears NotBefore once an event
+// starts), when it started as a read of it showed, and the VMs that
+// first read it only after it started, having missed its notice.
 type Mark struct {
 	id        string
 	by        atomic.Int32 // ring index + 1; 0: never read
 	at        atomic.Int64 // Unix nanoseconds
 	notBefore atomic.Int64 // Unix nanoseconds; 0: unknown
+	started   atomic.Int64 // Unix nanoseconds; 0: no read showed it started
+	// late counts the VMs that first read the event after it started;
+	// lateBy (ring index + 1) is the first of them, lateAt when.
+	late   atomic.Int32
+	lateBy atomic.Int32
+	lateAt atomic.Int64
+}
+
+// noteLate notes that the VM of ring index idx first read the event
+// after it started, in a request begun at at.
+func (m *Mark) noteLate(idx int32, at int64) {
+	if m.late.Add(1) == 1 {
+		m.lateAt.Store(at)
+		m.lateBy.Store(idx + 1)
+	}
 }
 
 // marks holds the Mark of every event a document showed or an approval
@@ -56,14 +72,18 @@ func (ms *marks) lookup(id string) *Mark {
 type Ref struct {
 	// ID is the event's ID.
 	ID string
-	// Since is when the event became visible (Unix nanoseconds) while it
-	// is Scheduled, for the gaps of a VM while an event was pending; 0
-	// once it has started.
+	// Since is when the event became visible (Unix nanoseconds), for the
+	// gaps of a VM while it was pending (Scheduled); 0 when the document
+	// never showed it Scheduled (a key that shows an event only once it
+	// has started).
 	Since int64
 	// NotBefore is the event's NotBefore while Scheduled (Unix
 	// nanoseconds), 0 otherwise.
 	NotBefore int64
-	mark      atomic.Pointer[Mark]
+	// Started is when the event started (Unix nanoseconds) once it has:
+	// the end of its notice. 0 while it is Scheduled.
+	Started int64
+	mark    atomic.Pointer[Mark]
 }
 
 // See notes that the request answered through w read a document showing
@@ -88,8 +108,12 @@ func (h *History) See(w http.ResponseWriter, r *Ref) {
 	if m.by.Load() == 0 && m.by.CompareAndSwap(0, hw.ring.idx+1) {
 		m.at.Store(time.Now().UnixNano())
 	}
-	if r.Since > 0 && (hw.pending == 0 || r.Since < hw.pending) {
-		hw.pending = r.Since
+	if r.Started > 0 && m.started.Load() == 0 {
+		m.started.Store(r.Started)
+	}
+	hw.read = true
+	if r.Since > 0 {
+		hw.notice(r, m)
 	}
 }
 
@@ -102,6 +126,13 @@ type Seen struct {
 	// NotBefore is the NotBefore the event was last read with while
 	// Scheduled; zero when unknown.
 	NotBefore time.Time
+	// LateReaders counts the VMs that first read the event only after it
+	// started, its notice, over their API's SlowGap, passed unread
+	// (Stats.ReadsAfterStart); FirstLate is the first of them, and
+	// FirstLateAt when its request began.
+	LateReaders int
+	FirstLate   string
+	FirstLateAt time.Time
 }
 
 // Seen returns what the servers noted about event id, and false when
@@ -124,29 +155,50 @@ func (h *History) Seen(id string) (Seen, bool) {
 	if nb := m.notBefore.Load(); nb != 0 {
 		s.NotBefore = time.Unix(0, nb).UTC()
 	}
+	if by := m.lateBy.Load(); by > 0 && int(by) <= len(h.names) {
+		s.LateReaders, s.FirstLate = int(m.late.Load()), h.names[by-1]
+		s.FirstLateAt = time.Unix(0, m.lateAt.Load()).UTC()
+	}
 	return s, true
 }
 
-// NewRef returns a Ref to ev as a document shows it now.
+// NewRef returns a Ref to ev as a document that shows it both Scheduled
+// and Started shows it now.
 func NewRef(ev *forewarn.Event) *Ref {
 	r := &Ref{ID: ev.ID}
-	if ev.Status == forewarn.Scheduled {
+	switch ev.Status {
+	case forewarn.Scheduled:
 		r.Since = VisibleSince(ev).UnixNano()
 		if !ev.NotBefore.IsZero() {
 			r.NotBefore = ev.NotBefore.UnixNano()
 		}
+	case forewarn.Started:
+		r.Since = VisibleSince(ev).UnixNano()
+		r.Started = ev.StartedAt.UnixNano()
 	}
 	return r
 }
 
+// NewStartedRef returns a Ref to ev, Started, for a document that shows
+// an event only once it has started (Compute Engine's preempted, EC2's
+// target-lifecycle-state): reading it marks the event seen, but the
+// document gave no notice that a VM could have read before.
+func NewStartedRef(ev *forewarn.Event) *Ref {
+	return &Ref{ID: ev.ID, Started: ev.StartedAt.UnixNano()}
+}
+
 // VisibleSince returns about when ev became visible to VMs: when it was
 // created, or for a maintenance wave's later update domain, when it was
-// scheduled (its notice before its NotBefore, to the second), as far as
-// the event itself tells.
+// scheduled (its notice before its NotBefore, or once Started before
+// its start, to the second), as far as the event itself tells.
 func VisibleSince(ev *forewarn.Event) time.Time {
 	since := ev.Created
-	if ev.Wave != "" && ev.Status == forewarn.Scheduled && ev.Notice > 0 && !ev.NotBefore.IsZero() {
-		if s := ev.NotBefore.Add(-ev.Notice - time.Second); s.After(since) {
+	due := ev.NotBefore
+	if ev.Status == forewarn.Started {
+		due = ev.StartedAt
+	}
+	if ev.Wave != "" && ev.Notice > 0 && !due.IsZero() {
+		if s := due.Add(-ev.Notice - time.Second); s.After(since) {
 			since = s
 		}
 	}

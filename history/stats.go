@@ -7,7 +7,8 @@ import (
 
 // SlowFactor is how many times its API's expected interval a gap
 // between a VM's calls, while an event it could see was pending, must
-// exceed to count as slow polling.
+// exceed, beside the room SlowGap leaves for jitter, to count as slow
+// polling.
 const SlowFactor = 5
 
 // Expected returns how often a client of api is expected to call: once
@@ -25,8 +26,12 @@ func Expected(api API) time.Duration {
 }
 
 // SlowGap returns the gap between calls above which a client of api
-// polls too slowly while an event is pending: SlowFactor times Expected.
-func SlowGap(api API) time.Duration { return SlowFactor * Expected(api) }
+// polls too slowly while an event is pending: SlowFactor times Expected,
+// and one Expected more of room for jitter, so that a client that polls
+// every SlowFactor intervals (every 5 s, many clients' default) is not
+// flagged when its timer fires or its request is answered a little
+// late: 6 s on Azure and Compute Engine, 30 s on EC2.
+func SlowGap(api API) time.Duration { return (SlowFactor + 1) * Expected(api) }
 
 // maxVersions bounds the distinct Scheduled Events api-versions counted
 // per VM; further ones are counted together.
@@ -52,10 +57,82 @@ type stats struct {
 	otherVersions         uint64
 	foreign, late         uint64
 	lastForeign, lastLate *Mark
+	// watch is the window of the Scheduled events the VM last read, for
+	// its next gap, whatever the request that ends it reads.
+	watch watch
+	// lastRead is when the latest request that read a document showing
+	// an event ended.
+	lastRead int64
+	// readLate counts the events first read after they started, their
+	// notice unread; lastReadLate is the latest, read readLateBy after
+	// its start, with a notice of readLateNotice.
+	readLate                   uint64
+	lastReadLate               *Mark
+	readLateBy, readLateNotice int64
 }
 
-// add counts one request of the VM that hw answered, begun at start.
-func (st *stats) add(hw *Writer, api API, code int, start int64, version uint16, path string) {
+// watch is a window in which events a VM read were Scheduled: from the
+// earliest one's appearance to the latest NotBefore read (Unix
+// nanoseconds), and the Mark of the event with that NotBefore, whose
+// start, once a read of it shows it, ends the window sooner (an event
+// approved or started early). until is 0 for no window.
+type watch struct {
+	since, until int64
+	mark         *Mark
+}
+
+// end returns when w's window ends.
+func (w *watch) end() int64 {
+	if w.mark != nil {
+		if s := w.mark.started.Load(); s > 0 && s < w.until {
+			return s
+		}
+	}
+	return w.until
+}
+
+// notice counts r, an event that the request read and whose document
+// showed it Scheduled for a while, with Mark m: the part of the gap
+// before the request during which r was Scheduled; r, if still
+// Scheduled, in the window the VM's next gap is checked against; r, if
+// Started, as an event the VM may have read only after its notice
+// passed (stats.add decides).
+func (hw *Writer) notice(r *Ref, m *Mark) {
+	end := hw.start.UnixNano()
+	if r.Started > 0 {
+		end = min(end, r.Started)
+	}
+	if hw.gapFrom >= 0 { // else another request was in flight: no gap
+		hw.noticeGap = max(hw.noticeGap, end-max(r.Since, hw.gapFrom))
+	}
+	switch w := &hw.watch; {
+	case r.Started > 0:
+		if r.Started > r.Since && int(hw.nStarted) < len(hw.started) {
+			hw.started[hw.nStarted] = r
+			hw.nStarted++
+		}
+	case r.NotBefore == 0:
+	case w.until == 0:
+		*w = watch{since: r.Since, until: r.NotBefore, mark: m}
+	default:
+		w.since = min(w.since, r.Since)
+		if r.NotBefore > w.until {
+			w.until, w.mark = r.NotBefore, m
+		}
+	}
+}
+
+// add counts one request of the VM that hw answered, begun at start and
+// ended at end.
+//
+// The gap before it counts as pending for its longest part during which
+// an event the VM could see was Scheduled: from the event's appearance,
+// or the VM's previous request if later, to this request, or the
+// event's start if sooner. The events are those this request read (a
+// Started one with its start) and those the VM last read Scheduled
+// (st.watch, until their NotBefore), so the gap counts whatever this
+// request reads: the event Started, or nothing once it has ended.
+func (st *stats) add(hw *Writer, api API, code int, start, end int64, version uint16, path string) {
 	st.api = api
 	st.requests++
 	if st.first == 0 {
@@ -65,21 +142,39 @@ func (st *stats) add(hw *Writer, api API, code int, start int64, version uint16,
 	if hw.gapFrom > 0 && start-hw.gapFrom > st.maxGap {
 		st.maxGap, st.maxGapEnd = start-hw.gapFrom, start
 	}
-	if hw.pending > 0 {
-		// The gap before a request that read a pending event, counted
-		// from when the event became visible if that is later.
-		from := max(hw.pending, hw.gapFrom)
-		if hw.gapFrom < 0 {
-			from = start // another request was in flight
+	g := hw.noticeGap
+	if w := &st.watch; w.until > 0 && hw.gapFrom >= 0 {
+		g = max(g, min(start, w.end())-max(w.since, hw.gapFrom))
+	}
+	if g > 0 {
+		if g > st.maxPend {
+			st.maxPend, st.maxPendEnd = g, start
 		}
-		if g := start - from; g > 0 {
-			if g > st.maxPend {
-				st.maxPend, st.maxPendEnd = g, start
-			}
-			if g > int64(SlowGap(api)) {
-				st.slow++
-			}
+		if g > int64(SlowGap(api)) {
+			st.slow++
 		}
+	}
+	// A Started event read with no read since it appeared is read for the
+	// first time, after its notice passed: counted when the notice was
+	// long enough for a client polling as expected to read it.
+	for _, r := range hw.started[:hw.nStarted] {
+		if st.lastRead < r.Since && r.Started-r.Since > int64(SlowGap(api)) {
+			m := r.mark.Load()
+			st.readLate++
+			st.lastReadLate, st.readLateBy, st.readLateNotice = m, start-r.Started, r.Started-r.Since
+			m.noteLate(hw.ring.idx, start)
+		}
+	}
+	if hw.read {
+		st.lastRead = max(st.lastRead, end)
+	}
+	if hw.watch.until > 0 {
+		st.watch = hw.watch
+	}
+	if hw.approved != nil {
+		// The VM approved: it has acted on its notice, and may now go
+		// down with the event it let start.
+		st.watch = watch{}
 	}
 	if code == http.StatusTooManyRequests {
 		st.throttled++
@@ -192,12 +287,29 @@ type Stats struct {
 	// ending at LongestGapEnd.
 	LongestGap    time.Duration
 	LongestGapEnd time.Time
-	// LongestPendingGap is the longest gap before a request that read a
-	// pending event, counted from the event's appearance if later;
-	// SlowGaps counts those over SlowGap.
+	// LongestPendingGap is the longest part of a gap during which an
+	// event the VM could see was pending (Scheduled), ending at
+	// LongestPendingGapEnd, when the request that ended the gap began;
+	// SlowGaps counts the gaps whose part is over SlowGap. An event
+	// counts if the request that ended the gap read it, or if it is one
+	// of those the VM last read Scheduled (PendingSince), whatever that
+	// request read.
 	LongestPendingGap    time.Duration
 	LongestPendingGapEnd time.Time
 	SlowGaps             uint64
+	// PendingSince and PendingUntil bound the window in which the events
+	// the VM last read Scheduled were pending as far as it knows: from
+	// the earliest one's appearance to the latest NotBefore, or that
+	// event's start once a read showed it started. Both are zero when it
+	// read none, or approved events since.
+	PendingSince, PendingUntil time.Time
+	// ReadsAfterStart counts the events the VM first read after they
+	// started, having read no event since each appeared, when the notice
+	// it missed was over SlowGap; LastReadAfterStart is the latest, read
+	// LastReadLate after its start, whose notice was LastReadNotice.
+	ReadsAfterStart              uint64
+	LastReadAfterStart           string
+	LastReadLate, LastReadNotice time.Duration
 	// NoHeader counts requests refused for a missing metadata header,
 	// Throttled those answered 429, NoETag wait_for_change requests
 	// without last_etag (from when they began).
@@ -254,6 +366,13 @@ func (h *History) Stats(vm string) (Stats, bool) {
 	}
 	if st.lastLate != nil {
 		out.LastLate = st.lastLate.id
+	}
+	if st.watch.until > 0 {
+		out.PendingSince, out.PendingUntil = tm(st.watch.since), tm(st.watch.end())
+	}
+	if st.lastReadLate != nil {
+		out.ReadsAfterStart, out.LastReadAfterStart = st.readLate, st.lastReadLate.id
+		out.LastReadLate, out.LastReadNotice = time.Duration(st.readLateBy), time.Duration(st.readLateNotice)
 	}
 	return out, true
 }

@@ -24,12 +24,18 @@ import (
 
 // Finding kinds about a VM's client.
 const (
-	// SlowPolling: gaps between the VM's calls, while an event it could
-	// see was pending (Scheduled: once started, the VM may well be down),
-	// over history.SlowGap (5 times the API's expected interval),
-	// including the silence since its last call when an event is pending
-	// now.
+	// SlowPolling: gaps between the VM's calls whose part while an event
+	// it could see was pending (Scheduled: once started, the VM may well
+	// be down) is over history.SlowGap (5 times the API's expected
+	// interval, and one more for jitter), including the silence since its
+	// last call. A gap stays counted once the event has started or
+	// ended.
 	SlowPolling = "slow-polling"
+	// ReadAfterStart: events the VM first read only after they started,
+	// having read no event during their notice, when that notice was
+	// over history.SlowGap: time enough for a client polling as expected
+	// to read it.
+	ReadAfterStart = "read-after-start"
 	// NoMetadataHeader: requests refused for lacking Metadata: true
 	// (Azure, 400) or Metadata-Flavor: Google (Compute Engine, 403).
 	NoMetadataHeader = "no-metadata-header"
@@ -64,14 +70,17 @@ const (
 	// ApprovedAfterNotBefore: approvals recorded after the event's
 	// NotBefore.
 	ApprovedAfterNotBefore = "approved-after-not-before"
+	// SeenAfterStart: VMs that first read the event only after it
+	// started, its notice unread (ReadAfterStart of each).
+	SeenAfterStart = "seen-after-start"
 )
 
 // VMFindings and EventFindings list the finding kinds, as the scenario
 // runner's noFinding accepts them: add a new kind here too.
 var (
-	VMFindings = []string{SlowPolling, NoMetadataHeader, Throttled, PreviewAPIVersion, VersionHidesEvents,
+	VMFindings = []string{SlowPolling, ReadAfterStart, NoMetadataHeader, Throttled, PreviewAPIVersion, VersionHidesEvents,
 		LongPollWithoutETag, ApprovedOthersTerminate, LateApproval}
-	EventFindings = []string{NeverSeen, ApprovedByNonOwner, ApprovedAfterNotBefore}
+	EventFindings = []string{NeverSeen, SeenAfterStart, ApprovedByNonOwner, ApprovedAfterNotBefore}
 )
 
 // Finding is one thing a client did that the seeds advise against, and
@@ -108,10 +117,10 @@ type VM struct {
 	// ending at LongestGapEnded.
 	LongestGapSeconds float64   `json:"longestGapSeconds"`
 	LongestGapEnded   time.Time `json:"longestGapEnded,omitzero"`
-	// LongestPendingGapSeconds is the longest such gap while an event the
-	// VM could see was pending, counted from the event's appearance if
-	// later; LongestPendingGapEnded is zero when it is the silence going
-	// on now.
+	// LongestPendingGapSeconds is the longest part of such a gap while
+	// an event the VM could see was pending (Scheduled): from the event's
+	// appearance if later, to the event's start if sooner;
+	// LongestPendingGapEnded is zero when it is the silence going on now.
 	LongestPendingGapSeconds float64   `json:"longestPendingGapSeconds"`
 	LongestPendingGapEnded   time.Time `json:"longestPendingGapEnded,omitzero"`
 	// PendingEvents are the active (Scheduled or Started) events the VM
@@ -229,30 +238,44 @@ func vmReport(vm *forewarn.VM, v *engine.View, h *history.History, since map[str
 	if vm.Provider == forewarn.GCE {
 		out.LongPolls = &LongPolls{Held: st.HeldLongPolls, Made: st.MaintenanceLongPolls}
 	}
-	// The silence going on now, while an event the VM can see is pending.
+	// The silence going on now, for its longest part while an event was
+	// pending: one the VM can see now, Scheduled or Started (until its
+	// start), or those it last read Scheduled, whatever they have become
+	// since, as the VM's next request will count it.
 	slow, pendingGap, pendingEnd := st.SlowGaps, st.LongestPendingGap, st.LongestPendingGapEnd
-	var oldest time.Time
-	if v != nil {
-		for _, ev := range v.Events {
-			out.PendingEvents = append(out.PendingEvents, ev.ID)
-			if s := since[ev.ID]; ev.Status == forewarn.Scheduled && !s.IsZero() && (oldest.IsZero() || s.Before(oldest)) {
-				oldest = s
-			}
+	var open time.Duration
+	silent := st.InFlight == 0 && !(v != nil && v.Deleted)
+	part := func(from, until time.Time) {
+		if from.IsZero() || !silent {
+			return
 		}
-	}
-	if !oldest.IsZero() && st.InFlight == 0 && !(v != nil && v.Deleted) {
-		from := oldest
 		if st.LastEnd.After(from) {
 			from = st.LastEnd
 		}
-		if open := now.Sub(from); open > 0 {
-			if open > history.SlowGap(a) {
-				slow++
+		if until.IsZero() || until.After(now) {
+			until = now
+		}
+		open = max(open, until.Sub(from))
+	}
+	part(st.PendingSince, st.PendingUntil)
+	if v != nil {
+		for _, ev := range v.Events {
+			out.PendingEvents = append(out.PendingEvents, ev.ID)
+			switch ev.Status {
+			case forewarn.Scheduled:
+				part(since[ev.ID], time.Time{})
+			case forewarn.Started:
+				part(since[ev.ID], ev.StartedAt)
 			}
-			if open > pendingGap {
-				pendingGap, pendingEnd = open, time.Time{}
-				out.LongestPendingGapSeconds, out.LongestPendingGapEnded = open.Seconds(), time.Time{}
-			}
+		}
+	}
+	if open > 0 {
+		if open > history.SlowGap(a) {
+			slow++
+		}
+		if open > pendingGap {
+			pendingGap, pendingEnd = open, time.Time{}
+			out.LongestPendingGapSeconds, out.LongestPendingGapEnded = open.Seconds(), time.Time{}
 		}
 	}
 	add := func(kind string, n uint64, detail string, args ...any) {
@@ -265,9 +288,11 @@ func vmReport(vm *forewarn.VM, v *engine.View, h *history.History, since map[str
 		if !pendingEnd.IsZero() {
 			when = "ended " + pendingEnd.Format(timeLayout)
 		}
-		add(SlowPolling, slow, "%d gap(s) over %s while an event was pending; the longest %s (%s); a client should call about every %s",
-			slow, history.SlowGap(a), round(pendingGap), when, history.Expected(a))
+		add(SlowPolling, slow, "%d gap(s) over %s (%d× the expected %s, and %s for jitter) while an event was pending; the longest %s (%s)",
+			slow, history.SlowGap(a), history.SlowFactor, history.Expected(a), history.Expected(a), round(pendingGap), when)
 	}
+	add(ReadAfterStart, st.ReadsAfterStart, "events first read only after they started, no event read during their notice; latest %s, read %s after it started, its notice of %s unread",
+		st.LastReadAfterStart, round(st.LastReadLate), round(st.LastReadNotice))
 	switch vm.Provider {
 	case forewarn.GCE:
 		add(NoMetadataHeader, st.NoHeader, "requests without Metadata-Flavor: Google, answered 403")
@@ -339,6 +364,15 @@ func eventReport(ev *forewarn.Event, h *history.History, since time.Time) Event 
 		e.Findings = append(e.Findings, Finding{Kind: NeverSeen, Count: 1, Detail: fmt.Sprintf(
 			"no VM of its scope read a document showing it while it was active (%s to %s)",
 			since.UTC().Format(timeLayout), ev.EndedAt.UTC().Format(timeLayout))})
+	}
+	if seen.LateReaders > 0 {
+		notice := "its notice"
+		if !since.IsZero() {
+			notice += " of " + round(ev.StartedAt.Sub(since)).String()
+		}
+		e.Findings = append(e.Findings, Finding{Kind: SeenAfterStart, Count: uint64(seen.LateReaders), Detail: fmt.Sprintf(
+			"%d VM(s) first read it only after it started at %s, having read nothing during %s; the first %s, %s after",
+			seen.LateReaders, ev.StartedAt.UTC().Format(timeLayout), notice, seen.FirstLate, round(seen.FirstLateAt.Sub(ev.StartedAt)))})
 	}
 	var others, late []string
 	for _, a := range ev.Approvals {

@@ -23,6 +23,7 @@ vms:
   - {name: gce_0, ip: 127.0.0.6, provider: gce}
   - {name: quiet_0, ip: 127.0.0.7}
   - {name: ec2_0, ip: 127.0.0.8, provider: aws}
+  - {name: late_0, ip: 127.0.0.9}
 `
 
 // reportJSON runs 'forewarn report --json' with args against s.
@@ -90,14 +91,19 @@ func TestReport(t *testing.T) {
 		return strings.TrimSpace(s.mustCLI(t, append([]string{"event", "create"}, args...)...))
 	}
 
-	// spot_0 reads a pending Preempt, then calls again 5.5 s later, while
-	// the rest goes on: one slow gap while it is pending.
+	// spot_0 reads a pending Preempt, then calls again 6.5 s later, while
+	// the rest goes on: one slow gap while it is pending (over 6 s).
 	get("127.0.0.5", se+"2020-07-01", "Metadata", "true")
 	preempt := create("--type", "Preempt", "--vm", "spot_0", "--notice", "30s")
 	get("127.0.0.5", se+"2020-07-01", "Metadata", "true")
+	// late_0 calls, then says nothing during its Reboot's 7-second notice
+	// and reads it only once Started: one slow gap, a read after the
+	// start, and its event seen after its start.
+	get("127.0.0.9", se+"2020-07-01", "Metadata", "true")
+	late := create("--type", "Reboot", "--vm", "late_0", "--notice", "7s")
 	slow := make(chan error, 1)
 	go func() {
-		time.Sleep(5500 * time.Millisecond)
+		time.Sleep(6500 * time.Millisecond)
 		req, _ := http.NewRequest("GET", "http://"+s.metadata+se+"2020-07-01", nil)
 		req.Header.Set("Metadata", "true")
 		resp, err := vmClient("127.0.0.5").Do(req)
@@ -161,6 +167,8 @@ func TestReport(t *testing.T) {
 	if err := <-slow; err != nil {
 		t.Fatal(err)
 	}
+	waitStatus(t, s, late, forewarn.Started)
+	get("127.0.0.9", se+"2020-07-01", "Metadata", "true")
 
 	rep := reportJSON(t, s)
 	vms := map[string]report.VM{}
@@ -175,6 +183,7 @@ func TestReport(t *testing.T) {
 		"gce_0":   {report.NoMetadataHeader: 2, report.LongPollWithoutETag: 1},
 		"quiet_0": {},
 		"ec2_0":   {report.Throttled: 3},
+		"late_0":  {report.SlowPolling: 1, report.ReadAfterStart: 1},
 	}
 	for name, w := range want {
 		if got := findings(vms[name].Findings); !sameCounts(got, w) {
@@ -189,9 +198,9 @@ func TestReport(t *testing.T) {
 	if v := vms["gce_0"]; v.LongPolls == nil || v.LongPolls.Made != 2 || v.LongPolls.Held != 0 || v.Requests != 4 {
 		t.Errorf("gce_0: %d requests, long-polls %+v; want 4, made 2, held 0", v.Requests, v.LongPolls)
 	}
-	if v := vms["spot_0"]; v.LongestPendingGapSeconds < 5.5 || v.LongestPendingGapSeconds > 8 || v.Requests != 3 ||
+	if v := vms["spot_0"]; v.LongestPendingGapSeconds < 6.5 || v.LongestPendingGapSeconds > 9 || v.Requests != 3 ||
 		len(v.PendingEvents) != 1 || v.PendingEvents[0] != preempt {
-		t.Errorf("spot_0: %d requests, longest gap while pending %vs, pending %v; want 3, 5.5s to 8s, [%s]",
+		t.Errorf("spot_0: %d requests, longest gap while pending %vs, pending %v; want 3, 6.5s to 9s, [%s]",
 			v.Requests, v.LongestPendingGapSeconds, v.PendingEvents, preempt)
 	}
 	if v := vms["quiet_0"]; v.Requests != 0 || !v.FirstCall.IsZero() {
@@ -206,6 +215,7 @@ func TestReport(t *testing.T) {
 		term:    {report.ApprovedByNonOwner: 1},
 		freeze:  {report.ApprovedAfterNotBefore: 1},
 		quiet:   {report.NeverSeen: 1},
+		late:    {report.SeenAfterStart: 1},
 	}
 	for id, w := range wantEv {
 		if got := findings(events[id].Findings); !sameCounts(got, w) {
@@ -214,6 +224,13 @@ func TestReport(t *testing.T) {
 	}
 	if e := events[freeze]; e.SeenBy != "web_0" || e.SeenAt.Before(e.Created) || e.NotBefore.IsZero() {
 		t.Errorf("Freeze seen by %q at %v (created %v), NotBefore %v; want web_0 after creation, NotBefore known", e.SeenBy, e.SeenAt, e.Created, e.NotBefore)
+	}
+	// late_0's notice ran from the Reboot's creation to its start: its
+	// gap over it is all of it.
+	if v, e := vms["late_0"], events[late]; e.SeenBy != "late_0" || e.StartedAt.IsZero() ||
+		v.LongestPendingGapSeconds != e.StartedAt.Sub(e.Created).Seconds() || !v.LongestPendingGapEnded.Equal(v.LastCall) {
+		t.Errorf("late_0: longest gap while pending %vs ended %v (last call %v); its Reboot created %v, started %v, seen by %q; want the notice, ended at the last call, seen by late_0",
+			v.LongestPendingGapSeconds, v.LongestPendingGapEnded, v.LastCall, e.Created, e.StartedAt, e.SeenBy)
 	}
 	if e := events[term]; e.SeenBy != "vmss_1" {
 		t.Errorf("Terminate seen by %q, want vmss_1 (at 2020-07-01; 2017-08-01 hides it)", e.SeenBy)
@@ -227,7 +244,8 @@ func TestReport(t *testing.T) {
 	// The table names each finding and each event. (spot_0's silence,
 	// with its Preempt pending, may by now make a second slow gap.)
 	table := s.mustCLI(t, "report")
-	for _, want := range []string{"no-metadata-header×3", "throttled×3", "late-approval×1", "slow-polling×",
+	for _, want := range []string{"no-metadata-header×3", "throttled×3", "late-approval×1", "slow-polling×", "read-after-start×1",
+		"seen-after-start: 1 VM(s) first read it only after it started",
 		"approved-others-terminate×1", "never-seen: no VM of its scope", "VM      FINDING", "2020-07-01×5,2017-03-01×2"} {
 		if !strings.Contains(table, want) {
 			t.Errorf("table lacks %q:\n%s", want, table)
