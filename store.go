@@ -18,6 +18,26 @@ type State struct {
 	// ScaleSets maps a scale set name to the settings an operator changed
 	// at run time; they override the fleet file's.
 	ScaleSets map[string]*ScaleSetRecord
+
+	// Inventory maps a VM name to its definition: the fleet the server
+	// answers for. It is empty for a store that never held one.
+	Inventory map[string]*Definition
+	// InventorySets maps a scale set name to its definition (the fleet
+	// file's scaleSets entries).
+	InventorySets map[string]*ScaleSet
+	// InventoryRevision is the revision of the latest commit that changed
+	// Inventory or InventorySets; 0 when none did.
+	InventoryRevision int64
+}
+
+// Definition is one VM of the inventory as a store keeps it.
+type Definition struct {
+	// VM is the VM's definition. It must not be modified.
+	VM *VM `json:"vm"`
+	// Seq orders the inventory: the fleet lists its VMs by it, in the
+	// order they were registered (a fleet file's order, then each new
+	// VM's). It is unique within the inventory and never reused.
+	Seq int64 `json:"seq"`
 }
 
 // ScaleSetRecord is a scale set's Terminate settings as an operator set
@@ -72,6 +92,12 @@ type Change struct {
 	VMs map[string]*VMRecord
 	// ScaleSets are set whole for the named scale sets.
 	ScaleSets map[string]*ScaleSetRecord
+	// Inventory sets the definition of each named VM, or removes it from
+	// the inventory where the value is nil. InventorySets does the same
+	// for scale set definitions. A change that names any sets the store's
+	// InventoryRevision to the revision it produces.
+	Inventory     map[string]*Definition
+	InventorySets map[string]*ScaleSet
 	// Fence, when set, is a leadership fence from Term.Fence: a store
 	// shared by several servers refuses the change with ECONFLICT unless
 	// the term it names still leads, so a deposed leader's late write is
@@ -91,7 +117,7 @@ type Update struct {
 	Reload bool
 }
 
-// Store persists the fleet's events and incarnations. Implementations are
+// Store persists the fleet's inventory, events and incarnations. Implementations are
 // safe for concurrent use. A Commit that returns nil is durable.
 //
 // Errors: Load and Commit return EUNAVAILABLE after Close; Commit returns
@@ -141,6 +167,19 @@ func (c *Change) Validate() error {
 		}
 		if r == nil {
 			return Errorf(EINVALID, "VM record for %s is nil", vm)
+		}
+	}
+	for name, d := range c.Inventory {
+		switch {
+		case name == "":
+			return Errorf(EINVALID, "inventory definition for a VM without a name")
+		case d != nil && (d.VM == nil || d.VM.Name != name):
+			return Errorf(EINVALID, "inventory definition for %s does not hold a VM of that name", name)
+		}
+	}
+	for name, d := range c.InventorySets {
+		if name == "" || d != nil && d.Name != name {
+			return Errorf(EINVALID, "inventory scale set %q does not hold a scale set of that name", name)
 		}
 	}
 	for ss, r := range c.ScaleSets {
