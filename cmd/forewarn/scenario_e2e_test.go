@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/forewarn/forewarn"
+	"github.com/forewarn/forewarn/scenario"
 )
 
 // player modes: how a test client plays its VM.
@@ -158,7 +159,7 @@ type scenarioRunResult struct {
 // mode modes gives it (playGood when absent).
 func runScenarioFile(t *testing.T, file string, modes map[string]string) scenarioRunResult {
 	t.Helper()
-	sc, err := loadScenario(file)
+	sc, err := scenario.Load(file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +182,7 @@ func runScenarioFile(t *testing.T, file string, modes map[string]string) scenari
 	for lines.Scan() {
 		stdout.WriteString(lines.Text() + "\n")
 		if addr, ok := strings.CutPrefix(lines.Text(), "metadata API listening on "); ok {
-			for _, vm := range sc.fleet.VMs {
+			for _, vm := range sc.Fleet().VMs {
 				mode := modes[vm.Name]
 				if mode == "" {
 					mode = playGood
@@ -328,14 +329,14 @@ func TestScenarioAgainstServer(t *testing.T) {
 		play(ctx, s.metadata, &forewarn.VM{Name: "web_0", IP: netipOf("127.0.0.2"), Provider: forewarn.Azure}, playGood)
 	})
 
-	scenario := func(src string) (string, string, int) {
+	runFile := func(src string) (string, string, int) {
 		file := filepath.Join(t.TempDir(), "s.yaml")
 		if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		return s.cli(t, "scenario", "run", file, "--server", "http://"+s.adm, "--wait-for-clients", "5s")
 	}
-	out, errOut, code := scenario(`fleet:
+	out, errOut, code := runFile(`fleet:
   vms:
     - {name: web_0, ip: 127.0.0.2}
 steps:
@@ -347,11 +348,11 @@ expect:
 	if code != 0 || !strings.Contains(out, "ok   approved r1 by web_0 within 2s") || !strings.Contains(out, "ok   web_0: no finding no-metadata-header") {
 		t.Errorf("exit %d\n%s%s", code, out, errOut)
 	}
-	_, errOut, code = scenario("fleet:\n  vms:\n    - {name: web_0, ip: 127.0.0.9}\nsteps:\n  - create: {type: Reboot, vm: web_0}\n")
+	_, errOut, code = runFile("fleet:\n  vms:\n    - {name: web_0, ip: 127.0.0.9}\nsteps:\n  - create: {type: Reboot, vm: web_0}\n")
 	if code != 2 || !strings.Contains(errOut, "fleet: VM web_0 is azure 127.0.0.9 in the scenario but azure 127.0.0.2 on the server") {
 		t.Errorf("a fleet that differs: exit %d, %q; want 2 naming the difference", code, errOut)
 	}
-	_, errOut, code = scenario("steps:\n  - create: {type: Reboot, vm: web_1, notice: 3s}\n")
+	_, errOut, code = runFile("steps:\n  - create: {type: Reboot, vm: web_1, notice: 3s}\n")
 	if code != 1 || !strings.Contains(errOut, "no call from web_1 within --wait-for-clients 5s") {
 		t.Errorf("a silent client: exit %d, %q; want 1 naming it", code, errOut)
 	}
