@@ -359,37 +359,3 @@ expect:
 }
 
 func netipOf(s string) netip.Addr { return netip.MustParseAddr(s) }
-
-// TestScenarioStepAfterAFailedStep: a step naming an event whose create
-// the server refused fails with the reason, as a JUnit testcase, and the
-// run carries on to exit 1; it does not crash.
-func TestScenarioStepAfterAFailedStep(t *testing.T) {
-	file := filepath.Join(t.TempDir(), "failed-step.yaml")
-	if err := os.WriteFile(file, []byte(`fleet:
-  vms:
-    - {name: web_0, ip: 127.0.0.2}
-steps:
-  - at: 0s
-    create: {type: Terminate, vm: [web_0], id: f1}   # refused: not in a scale set
-  - at: 100ms
-    approve: f1
-expect:
-  - notThrottled: true
-`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	r := runScenarioFile(t, file, nil)
-	if r.code != 1 || strings.Contains(r.stderr, "panic") {
-		t.Fatalf("exit %d, want 1\n%s%s", r.code, r.stdout, r.stderr)
-	}
-	want := []string{
-		"step at 0s (line 5): create f1",
-		"step at 100ms (line 7): approve f1",
-	}
-	if got := failedCases(t, r); !slices.Equal(got, want) {
-		t.Fatalf("failed testcases %q, want %q\n%s", got, want, r.stdout)
-	}
-	if !strings.Contains(r.stdout, "event f1 was not created: its step failed") {
-		t.Errorf("no reason for the approve step's failure:\n%s", r.stdout)
-	}
-}
