@@ -12,6 +12,7 @@ import (
 
 	"github.com/forewarn/forewarn"
 	"github.com/forewarn/forewarn/admin"
+	"github.com/forewarn/forewarn/internal/retry"
 	"github.com/forewarn/forewarn/report"
 )
 
@@ -230,20 +231,7 @@ const timeMillis = "15:04:05.000"
 func indent(s string) string { return "     " + strings.ReplaceAll(s, "\n", "\n     ") }
 
 // sleepUntil waits until t or ctx ends.
-func sleepUntil(ctx context.Context, t time.Time) error {
-	d := time.Until(t)
-	if d <= 0 {
-		return ctx.Err()
-	}
-	tm := time.NewTimer(d)
-	defer tm.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-tm.C:
-		return nil
-	}
-}
+func sleepUntil(ctx context.Context, t time.Time) error { return retry.Sleep(ctx, time.Until(t)) }
 
 // checkFleet checks the scenario's VMs against the server's fleet. A
 // scenario's fleet must agree with the server's on every VM it lists
