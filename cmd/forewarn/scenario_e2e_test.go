@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/forewarn/forewarn"
+	"github.com/forewarn/forewarn/scenario"
 )
 
 // player modes: how a test client plays its VM.
@@ -158,7 +159,7 @@ type scenarioRunResult struct {
 // mode modes gives it (playGood when absent).
 func runScenarioFile(t *testing.T, file string, modes map[string]string) scenarioRunResult {
 	t.Helper()
-	sc, err := loadScenario(file)
+	sc, err := scenario.Load(file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +182,7 @@ func runScenarioFile(t *testing.T, file string, modes map[string]string) scenari
 	for lines.Scan() {
 		stdout.WriteString(lines.Text() + "\n")
 		if addr, ok := strings.CutPrefix(lines.Text(), "metadata API listening on "); ok {
-			for _, vm := range sc.fleet.VMs {
+			for _, vm := range sc.Fleet().VMs {
 				mode := modes[vm.Name]
 				if mode == "" {
 					mode = playGood
@@ -328,14 +329,14 @@ func TestScenarioAgainstServer(t *testing.T) {
 		play(ctx, s.metadata, &forewarn.VM{Name: "web_0", IP: netipOf("127.0.0.2"), Provider: forewarn.Azure}, playGood)
 	})
 
-	scenario := func(src string) (string, string, int) {
+	runFile := func(src string) (string, string, int) {
 		file := filepath.Join(t.TempDir(), "s.yaml")
 		if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		return s.cli(t, "scenario", "run", file, "--server", "http://"+s.adm, "--wait-for-clients", "5s")
 	}
-	out, errOut, code := scenario(`fleet:
+	out, errOut, code := runFile(`fleet:
   vms:
     - {name: web_0, ip: 127.0.0.2}
 steps:
@@ -347,48 +348,14 @@ expect:
 	if code != 0 || !strings.Contains(out, "ok   approved r1 by web_0 within 2s") || !strings.Contains(out, "ok   web_0: no finding no-metadata-header") {
 		t.Errorf("exit %d\n%s%s", code, out, errOut)
 	}
-	_, errOut, code = scenario("fleet:\n  vms:\n    - {name: web_0, ip: 127.0.0.9}\nsteps:\n  - create: {type: Reboot, vm: web_0}\n")
+	_, errOut, code = runFile("fleet:\n  vms:\n    - {name: web_0, ip: 127.0.0.9}\nsteps:\n  - create: {type: Reboot, vm: web_0}\n")
 	if code != 2 || !strings.Contains(errOut, "fleet: VM web_0 is azure 127.0.0.9 in the scenario but azure 127.0.0.2 on the server") {
 		t.Errorf("a fleet that differs: exit %d, %q; want 2 naming the difference", code, errOut)
 	}
-	_, errOut, code = scenario("steps:\n  - create: {type: Reboot, vm: web_1, notice: 3s}\n")
+	_, errOut, code = runFile("steps:\n  - create: {type: Reboot, vm: web_1, notice: 3s}\n")
 	if code != 1 || !strings.Contains(errOut, "no call from web_1 within --wait-for-clients 5s") {
 		t.Errorf("a silent client: exit %d, %q; want 1 naming it", code, errOut)
 	}
 }
 
 func netipOf(s string) netip.Addr { return netip.MustParseAddr(s) }
-
-// TestScenarioStepAfterAFailedStep: a step naming an event whose create
-// the server refused fails with the reason, as a JUnit testcase, and the
-// run carries on to exit 1; it does not crash.
-func TestScenarioStepAfterAFailedStep(t *testing.T) {
-	file := filepath.Join(t.TempDir(), "failed-step.yaml")
-	if err := os.WriteFile(file, []byte(`fleet:
-  vms:
-    - {name: web_0, ip: 127.0.0.2}
-steps:
-  - at: 0s
-    create: {type: Terminate, vm: [web_0], id: f1}   # refused: not in a scale set
-  - at: 100ms
-    approve: f1
-expect:
-  - notThrottled: true
-`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	r := runScenarioFile(t, file, nil)
-	if r.code != 1 || strings.Contains(r.stderr, "panic") {
-		t.Fatalf("exit %d, want 1\n%s%s", r.code, r.stdout, r.stderr)
-	}
-	want := []string{
-		"step at 0s (line 5): create f1",
-		"step at 100ms (line 7): approve f1",
-	}
-	if got := failedCases(t, r); !slices.Equal(got, want) {
-		t.Fatalf("failed testcases %q, want %q\n%s", got, want, r.stdout)
-	}
-	if !strings.Contains(r.stdout, "event f1 was not created: its step failed") {
-		t.Errorf("no reason for the approve step's failure:\n%s", r.stdout)
-	}
-}

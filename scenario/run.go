@@ -1,121 +1,133 @@
-package main
+package scenario
 
 import (
+	"bytes"
 	"context"
-	"encoding/xml"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
-	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/forewarn/forewarn"
 	"github.com/forewarn/forewarn/admin"
+	"github.com/forewarn/forewarn/internal/retry"
 	"github.com/forewarn/forewarn/report"
 )
 
-const scenarioRunSynopsis = "FILE [--serve [--metadata-addr ADDR] [--admin-addr ADDR] | --server URL] [--junit FILE] [--wait-for-clients D]"
-
-const scenarioUsage = `usage: forewarn scenario <command> [arguments]
-
-commands:
-  run  ` + scenarioRunSynopsis + `
-       play the scenario's timeline against a server and check what its
-       clients did; exit 0 when every expectation holds, 1 when one fails,
-       2 for a bad scenario file
-
-Run 'forewarn scenario run -h' for its flags. docs/scenarios.md has the file's keys.
-`
-
-// runScenario runs 'forewarn scenario ...' and returns the exit code.
-func runScenario(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, scenarioUsage)
-		return 2
-	}
-	switch args[0] {
-	case "run":
-		return scenarioRun(ctx, args[1:], stdout, stderr)
-	case "-h", "-help", "--help", "help":
-		fmt.Fprint(stdout, scenarioUsage)
-		return 0
-	}
-	fmt.Fprintf(stderr, "forewarn: unknown scenario command %q\n\n%s", args[0], scenarioUsage)
-	return 2
+// Target is the server a scenario plays against.
+type Target struct {
+	// Client calls the server's operator API, with its Token set when
+	// the server asks for one. Run creates and acts on events with it
+	// and reads GET /v1/vms and GET /v1/report.
+	Client *admin.Client
+	// Fresh reports that the server is new, as 'forewarn scenario run
+	// --serve' starts one: everything its clients did counts, from their
+	// first call. Otherwise the counts (requests, findings, long-polls)
+	// are those since the timeline began, differences from the report
+	// at its start.
+	Fresh bool
 }
 
-// scenarioRun parses the flags and the file, then plays it: exit code 0
-// when every expectation holds, 1 when one fails or the run cannot go
-// on, 2 for a usage error or a bad scenario file.
-func scenarioRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := newCommand("scenario run", scenarioRunSynopsis)
-	var (
-		serve                 bool
-		junit, mdAddr, adAddr string
-		wait                  durationFlag
-	)
-	c.fs.BoolVar(&serve, "serve", false, "run a fresh server in this process (temporary store, --allow-short-notice) and print its addresses")
-	c.fs.StringVar(&mdAddr, "metadata-addr", "127.0.0.1:0", "with --serve: the metadata API's listen `address`")
-	c.fs.StringVar(&adAddr, "admin-addr", "127.0.0.1:0", "with --serve: the operator API's listen `address`")
-	c.fs.StringVar(&junit, "junit", "", "write the results as JUnit XML to `file`")
-	c.fs.Var(&wait, "wait-for-clients", "before the timeline, wait up to `duration` for every VM the scenario names to call its API")
-	var code int
-	exit := c.run(args, stderr, func(pos []string) (err error) {
-		defer func() {
-			// A mistake in the file: exit 2, naming file, line and key.
-			if isScenarioError(err) {
-				fmt.Fprintf(stderr, "forewarn: %s\n", err)
-				code, err = 2, nil
-			}
-		}()
-		file, err := oneArg(pos, "scenario file")
-		if err != nil {
-			return err
+// Option adjusts a run.
+type Option func(*runOptions)
+
+type runOptions struct {
+	out  io.Writer
+	wait time.Duration
+}
+
+// WithOutput makes Run write its lines to w as they come: the timeline's
+// start, each step the server refused, each expectation's outcome with
+// the evidence of a failure, and a summary, as 'forewarn scenario run'
+// prints them. Result.Output returns the same text at the end.
+func WithOutput(w io.Writer) Option {
+	return func(o *runOptions) { o.out = w }
+}
+
+// WithWaitForClients makes Run wait, before the timeline, up to d for
+// every VM the scenario names (every VM of the fleet when it names
+// none) to have called its metadata API; a VM still silent then ends
+// the run with an error naming it. By default the timeline starts at
+// once.
+func WithWaitForClients(d time.Duration) Option {
+	return func(o *runOptions) { o.wait = d }
+}
+
+// Result is what a run found: one Check per step the server refused, in
+// timeline order, then one per expectation, in file order.
+type Result struct {
+	// Name is the scenario's name (Scenario.Name).
+	Name   string
+	Checks []Check
+	// Started is when the timeline began, Ended when the last window
+	// closed and the report the expectations were checked against was
+	// read.
+	Started, Ended time.Time
+	output         string
+}
+
+// Check is one expectation's outcome, or a refused step's.
+type Check struct {
+	// Name is the expectation's name, as docs/scenarios.md gives it
+	// ("approved f1 within 3s"), or the step's ("step at 1s (line 12):
+	// create f1").
+	Name   string
+	Failed bool
+	// Message is why it failed, one line; Evidence what the server's
+	// report showed, one or more lines.
+	Message, Evidence string
+}
+
+// Passed reports whether every step succeeded and every expectation
+// held: 'forewarn scenario run' exits 0.
+func (r *Result) Passed() bool {
+	return !slices.ContainsFunc(r.Checks, func(c Check) bool { return c.Failed })
+}
+
+// Failed returns the checks that failed.
+func (r *Result) Failed() []Check {
+	var out []Check
+	for _, c := range r.Checks {
+		if c.Failed {
+			out = append(out, c)
 		}
-		if serve && c.server != "" {
-			return usagef("give --serve or --server, not both")
-		}
-		if !serve && (mdAddr != "127.0.0.1:0" || adAddr != "127.0.0.1:0") {
-			return usagef("--metadata-addr and --admin-addr need --serve")
-		}
-		sc, err := loadScenario(file)
-		if err != nil {
-			return err
-		}
-		r := &runner{sc: sc, out: stdout, wait: wait.d, ids: map[string]*played{}}
-		if serve {
-			stop, err := r.serve(ctx, mdAddr, adAddr)
-			if err != nil {
-				return err
-			}
-			defer stop()
-		} else {
-			r.cl = c.client()
-		}
-		ok, err := r.run(ctx)
-		if err != nil {
-			return err
-		}
-		if junit != "" {
-			if err := r.writeJUnit(junit); err != nil {
-				return err
-			}
-		}
-		if !ok {
-			code = 1
-		}
-		return nil
-	})
-	if exit != 0 {
-		return exit
 	}
-	return code
+	return out
+}
+
+// Output returns the lines the run wrote (see WithOutput).
+func (r *Result) Output() string { return r.output }
+
+// Run plays the scenario against target: it checks the scenario's VMs
+// against the server's fleet, waits for the clients (WithWaitForClients),
+// runs the steps at their offsets, waits for the end of the timeline and
+// of every expectation's window, and evaluates the expectations from the
+// server's report. A step the server refuses is a failed Check, and the
+// timeline goes on.
+//
+// The error is for a run that could not go on: ctx ended, the server
+// could not be reached, or a client stayed silent; an *Error when the
+// scenario does not fit the server's fleet. The Result is then nil.
+func (sc *Scenario) Run(ctx context.Context, target Target, opts ...Option) (*Result, error) {
+	if target.Client == nil {
+		return nil, errors.New("scenario: Run needs a Target with an operator API Client")
+	}
+	var o runOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	var text bytes.Buffer
+	out := io.Writer(&text)
+	if o.out != nil {
+		out = io.MultiWriter(&text, o.out)
+	}
+	r := &runner{sc: sc, cl: target.Client, fresh: target.Fresh, out: out, wait: o.wait, ids: map[string]*played{}}
+	if err := r.run(ctx); err != nil {
+		return nil, err
+	}
+	return &Result{Name: sc.file, Checks: r.results, Started: r.t0, Ended: r.end, output: text.String()}, nil
 }
 
 // played is what a step that named an id created.
@@ -137,137 +149,42 @@ type result struct {
 
 // runner plays one scenario against one server.
 type runner struct {
-	sc   *scenario
+	sc   *Scenario
 	cl   *admin.Client
 	out  io.Writer
 	wait time.Duration
-	// serving reports a server of our own, fresh: nothing happened
-	// before the scenario.
-	serving bool
+	// fresh reports a new server: nothing happened before the scenario.
+	fresh   bool
 	fleet   *forewarn.Fleet
 	ids     map[string]*played
 	t0, end time.Time
 	base    *report.Report // the report as the timeline began
-	results []result
-}
-
-// serve starts a fresh server in this process, as 'forewarn serve' with
-// a temporary store, --allow-short-notice and an operator token, and
-// prints its addresses. stop shuts it down and removes its store.
-func (r *runner) serve(ctx context.Context, mdAddr, adAddr string) (stop func(), err error) {
-	dir, err := os.MkdirTemp("", "forewarn-scenario")
-	if err != nil {
-		return nil, err
-	}
-	cfg := defaultServeConfig()
-	cfg.MetadataAddr, cfg.AdminAddr, cfg.DataDir = mdAddr, adAddr, filepath.Join(dir, "data")
-	cfg.AllowShortNotice, cfg.AdminTokenFile = true, filepath.Join(dir, "token")
-	switch {
-	case r.sc.fleetFile != "":
-		cfg.FleetFile = r.sc.fleetFile
-	case r.sc.fleet != nil:
-		// Serve reads a fleet file: write the scenario's, as checked.
-		cfg.FleetFile = filepath.Join(dir, "fleet.yaml")
-		if err := os.WriteFile(cfg.FleetFile, r.sc.fleetSrc, 0o600); err != nil {
-			os.RemoveAll(dir)
-			return nil, err
-		}
-	}
-	sctx, cancel := context.WithCancel(ctx)
-	lines := newAddrWriter(r.out)
-	done := make(chan error, 1)
-	go func() {
-		done <- Serve(sctx, cfg, slog.New(slog.DiscardHandler), lines)
-	}()
-	stop = func() {
-		cancel()
-		<-done
-		os.RemoveAll(dir)
-	}
-	select {
-	case <-lines.ready:
-	case err := <-done:
-		cancel()
-		os.RemoveAll(dir)
-		if err == nil {
-			err = errors.New("the server stopped before listening")
-		}
-		return nil, fmt.Errorf("serve: %w", err)
-	}
-	tok, err := os.ReadFile(cfg.AdminTokenFile)
-	if err != nil {
-		stop()
-		return nil, err
-	}
-	r.cl = admin.NewClient("http://"+lines.admin, &http.Client{Timeout: requestTimeout})
-	r.cl.Token = strings.TrimSpace(string(tok))
-	r.serving = true
-	return stop, nil
-}
-
-// addrWriter passes Serve's output on and learns the listeners'
-// addresses from it.
-type addrWriter struct {
-	mu              sync.Mutex
-	w               io.Writer
-	buf             []byte
-	metadata, admin string
-	ready           chan struct{}
-	announced       bool // the addresses were printed and ready closed
-}
-
-func newAddrWriter(w io.Writer) *addrWriter { return &addrWriter{w: w, ready: make(chan struct{})} }
-
-func (a *addrWriter) Write(b []byte) (int, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.buf = append(a.buf, b...)
-	for {
-		i := strings.IndexByte(string(a.buf), '\n')
-		if i < 0 {
-			break
-		}
-		line := string(a.buf[:i])
-		a.buf = a.buf[i+1:]
-		if v, ok := strings.CutPrefix(line, "metadata API listening on "); ok {
-			a.metadata = v
-		}
-		if v, ok := strings.CutPrefix(line, "operator API listening on "); ok {
-			a.admin = v
-		}
-		if a.metadata != "" && a.admin != "" && !a.announced {
-			a.announced = true
-			fmt.Fprintf(a.w, "metadata API listening on %s\noperator API listening on %s\n", a.metadata, a.admin)
-			close(a.ready)
-		}
-	}
-	return len(b), nil
+	results []Check
 }
 
 // run plays the timeline, waits for the expectations' windows and
-// evaluates them. It reports whether every expectation held and every
-// step succeeded; err is for a run that could not go on.
-func (r *runner) run(ctx context.Context) (bool, error) {
+// evaluates them into r.results; err is for a run that could not go on.
+func (r *runner) run(ctx context.Context) error {
 	vms, err := r.cl.VMs(ctx)
 	if err != nil {
-		return false, err
+		return err
 	}
 	r.fleet = &forewarn.Fleet{}
 	for i := range vms {
 		r.fleet.VMs = append(r.fleet.VMs, &vms[i].VM)
 	}
 	if err := r.checkFleet(); err != nil {
-		return false, err
+		return err
 	}
 	if err := r.waitForClients(ctx); err != nil {
-		return false, err
+		return err
 	}
-	// Counts are those of the scenario: with a server of our own, all of
+	// Counts are those of the scenario: with a fresh server, all of
 	// them; with another, those since the timeline began.
 	r.base = &report.Report{}
-	if !r.serving {
+	if !r.fresh {
 		if r.base, err = r.cl.Report(ctx, ""); err != nil {
-			return false, err
+			return err
 		}
 	}
 	r.t0 = time.Now()
@@ -275,42 +192,37 @@ func (r *runner) run(ctx context.Context) (bool, error) {
 		r.sc.file, len(r.sc.steps), len(r.sc.expect), r.t0.UTC().Format(timeMillis))
 	for _, s := range r.sc.steps {
 		if err := sleepUntil(ctx, r.t0.Add(s.at)); err != nil {
-			return false, err
+			return err
 		}
 		if err := r.play(ctx, s); err != nil {
 			if ctx.Err() != nil {
-				return false, ctx.Err()
+				return ctx.Err()
 			}
-			r.results = append(r.results, result{name: s.describe(), failed: true, message: message(err), evidence: message(err)})
+			r.results = append(r.results, Check{Name: s.describe(), Failed: true, Message: message(err), Evidence: message(err)})
 			fmt.Fprintf(r.out, "FAIL %s: %s\n", s.describe(), message(err))
 		}
 	}
 	rep, err := r.awaitWindows(ctx)
 	if err != nil {
-		return false, err
-	}
-	ok := true
-	for _, res := range r.results {
-		ok = ok && !res.failed
+		return err
 	}
 	for _, e := range r.sc.expect {
 		res := r.evaluate(e, rep)
 		r.results = append(r.results, res)
-		if res.failed {
-			ok = false
-			fmt.Fprintf(r.out, "FAIL %s: %s\n%s\n", res.name, res.message, indent(res.evidence))
+		if res.Failed {
+			fmt.Fprintf(r.out, "FAIL %s: %s\n%s\n", res.Name, res.Message, indent(res.Evidence))
 		} else {
-			fmt.Fprintf(r.out, "ok   %s\n", res.name)
+			fmt.Fprintf(r.out, "ok   %s\n", res.Name)
 		}
 	}
 	failed := 0
 	for _, res := range r.results {
-		if res.failed {
+		if res.Failed {
 			failed++
 		}
 	}
 	fmt.Fprintf(r.out, "scenario %s: %d of %d checks failed, after %s\n", r.sc.file, failed, len(r.results), time.Since(r.t0).Round(time.Millisecond))
-	return ok, nil
+	return nil
 }
 
 // timeMillis shows times to the millisecond, in UTC.
@@ -319,43 +231,29 @@ const timeMillis = "15:04:05.000"
 func indent(s string) string { return "     " + strings.ReplaceAll(s, "\n", "\n     ") }
 
 // sleepUntil waits until t or ctx ends.
-func sleepUntil(ctx context.Context, t time.Time) error {
-	d := time.Until(t)
-	if d <= 0 {
-		return ctx.Err()
-	}
-	tm := time.NewTimer(d)
-	defer tm.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-tm.C:
-		return nil
-	}
-}
+func sleepUntil(ctx context.Context, t time.Time) error { return retry.Sleep(ctx, time.Until(t)) }
 
 // checkFleet checks the scenario's VMs against the server's fleet. A
-// scenario's fleet given with --server must agree with the server's on
-// every VM it lists (name, address, provider): the server's fleet is the
-// one played, and a scenario written for another would check the wrong
-// clients.
+// scenario's fleet must agree with the server's on every VM it lists
+// (name, address, provider): the server's fleet is the one played, and a
+// scenario written for another would check the wrong clients.
 func (r *runner) checkFleet() error {
-	if r.sc.fleet != nil && !r.serving {
+	if r.sc.fleet != nil {
 		for _, vm := range r.sc.fleet.VMs {
 			s := r.fleet.VM(vm.Name)
 			switch {
 			case s == nil:
-				return &scenarioError{msg: fmt.Sprintf("%s: fleet: VM %s is not in the server's fleet", r.sc.file, vm.Name)}
+				return errorf("%s: fleet: VM %s is not in the server's fleet", r.sc.file, vm.Name)
 			case s.IP != vm.IP || s.Provider != vm.Provider:
-				return &scenarioError{msg: fmt.Sprintf("%s: fleet: VM %s is %s %s in the scenario but %s %s on the server",
-					r.sc.file, vm.Name, vm.Provider, vm.IP, s.Provider, s.IP)}
+				return errorf("%s: fleet: VM %s is %s %s in the scenario but %s %s on the server",
+					r.sc.file, vm.Name, vm.Provider, vm.IP, s.Provider, s.IP)
 			}
 		}
 	}
 	names, lines := vmsNamed(r.sc)
 	for _, vm := range names {
 		if r.fleet.VM(vm) == nil {
-			return &scenarioError{msg: fmt.Sprintf("%s:%d: no VM named %q in the server's fleet", r.sc.file, lines[vm], vm)}
+			return errorf("%s:%d: no VM named %q in the server's fleet", r.sc.file, lines[vm], vm)
 		}
 	}
 	return nil
@@ -587,10 +485,10 @@ func (r *runner) window(e *expectation, rep *report.Report) (time.Time, bool) {
 }
 
 // evaluate checks one expectation against the final report.
-func (r *runner) evaluate(e *expectation, rep *report.Report) result {
-	res := result{name: e.name}
-	fail := func(msg, evidence string) result {
-		res.failed, res.message, res.evidence = true, msg, evidence
+func (r *runner) evaluate(e *expectation, rep *report.Report) Check {
+	res := Check{Name: e.name}
+	fail := func(msg, evidence string) Check {
+		res.Failed, res.Message, res.Evidence = true, msg, evidence
 		return res
 	}
 	switch e.kind {
@@ -810,7 +708,7 @@ func (r *runner) checkPolls(v, b report.VM, every time.Duration) (string, string
 	if lg := sec(v.LongestGapSeconds); lg > every && !v.LongestGapEnded.Before(r.t0) {
 		gaps = append(gaps, fmt.Sprintf("a gap of %s ending at %s", lg, r.rel(v.LongestGapEnded)))
 	}
-	if r.serving || b.Requests == 0 {
+	if r.fresh || b.Requests == 0 {
 		if d := v.FirstCall.Sub(r.t0); d > every {
 			gaps = append(gaps, fmt.Sprintf("its first call only at %s", r.rel(v.FirstCall)))
 		}
@@ -830,7 +728,7 @@ func (r *runner) checkPolls(v, b report.VM, every time.Duration) (string, string
 
 // noFinding checks that the VMs of e (every VM when none), or the
 // scenario's events for an event finding, have no new finding of kind.
-func (r *runner) noFinding(res result, e *expectation, kind string, rep *report.Report) result {
+func (r *runner) noFinding(res Check, e *expectation, kind string, rep *report.Report) Check {
 	var bad, evidence []string
 	if eventFinding(kind) {
 		for _, ev := range rep.Events {
@@ -860,7 +758,7 @@ func (r *runner) noFinding(res result, e *expectation, kind string, rep *report.
 		}
 	}
 	if len(bad) > 0 {
-		res.failed, res.message, res.evidence = true, kind+": "+strings.Join(bad, ", "), strings.Join(evidence, "\n")
+		res.Failed, res.Message, res.Evidence = true, kind+": "+strings.Join(bad, ", "), strings.Join(evidence, "\n")
 	}
 	return res
 }
@@ -885,53 +783,12 @@ func (r *runner) ids2labels(s string) string {
 	return s
 }
 
-// junitSuites is the JUnit XML CI systems read.
-type junitSuites struct {
-	XMLName  xml.Name     `xml:"testsuites"`
-	Tests    int          `xml:"tests,attr"`
-	Failures int          `xml:"failures,attr"`
-	Suites   []junitSuite `xml:"testsuite"`
-}
-
-type junitSuite struct {
-	Name     string      `xml:"name,attr"`
-	Tests    int         `xml:"tests,attr"`
-	Failures int         `xml:"failures,attr"`
-	Time     string      `xml:"time,attr"`
-	Cases    []junitCase `xml:"testcase"`
-}
-
-type junitCase struct {
-	Name      string        `xml:"name,attr"`
-	Classname string        `xml:"classname,attr"`
-	Failure   *junitFailure `xml:"failure,omitempty"`
-}
-
-type junitFailure struct {
-	Message string `xml:"message,attr"`
-	Body    string `xml:",chardata"`
-}
-
-// writeJUnit writes the results to path as JUnit XML: one testsuite
-// named after the scenario file, one testcase per expectation and per
-// failed step.
-func (r *runner) writeJUnit(path string) error {
-	s := junitSuite{Name: r.sc.file, Tests: len(r.results), Time: fmt.Sprintf("%.3f", r.end.Sub(r.t0).Seconds())}
-	for _, res := range r.results {
-		c := junitCase{Name: res.name, Classname: r.sc.file}
-		if res.failed {
-			s.Failures++
-			c.Failure = &junitFailure{Message: res.message, Body: res.evidence}
-		}
-		s.Cases = append(s.Cases, c)
+// message returns the text to show for err: the message of a forewarn
+// error, which the server wrote for the operator, or err's own text.
+func message(err error) string {
+	var fe *forewarn.Error
+	if errors.As(err, &fe) {
+		return fe.Message
 	}
-	b, err := xml.MarshalIndent(junitSuites{Tests: s.Tests, Failures: s.Failures, Suites: []junitSuite{s}}, "", "  ")
-	if err != nil {
-		return err
-	}
-	b = append([]byte(xml.Header), append(b, '\n')...)
-	if err := os.WriteFile(path, b, 0o644); err != nil {
-		return fmt.Errorf("write JUnit report: %w", err)
-	}
-	return nil
+	return err.Error()
 }
