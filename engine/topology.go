@@ -94,7 +94,7 @@ func (e *Engine) startVM(ctx context.Context, name string) (VMInfo, error) {
 		return VMInfo{}, err
 	}
 	e.log.Info("VM started", "vm", name)
-	return e.info(vm, now, map[*forewarn.VM]bool{}), nil
+	return e.info(vm, now, map[**forewarn.VM]bool{}), nil
 }
 
 // deleted reports whether the Azure VM named name is gone. e.mu must be
@@ -309,15 +309,14 @@ func (e *Engine) enabled(name string, now time.Time) bool {
 // unheard reports whether ev is a Platform event on Azure VMs whose
 // services all have scheduled events disabled: nobody listens, so it
 // skips its notice. Enablement is per service (seeds 000 and 003: "for
-// your service"; seed 004 for a scale set): the VMs that share a scope
-// with a VM are its service, and a standalone VM is its own. Each scope
-// group is checked once (serviceEnabled's cache), so the cost is linear
-// in the VMs involved.
+// your service"; seed 004: "for your scale set"), see serviceEnabled.
+// Each group is checked once (serviceEnabled's cache), so the cost is
+// linear in the VMs involved.
 func (e *Engine) unheard(ev *forewarn.Event, now time.Time) bool {
 	if ev.Source != forewarn.Platform {
 		return false
 	}
-	cache := map[*forewarn.VM]bool{}
+	cache := map[**forewarn.VM]bool{}
 	for _, name := range ev.Resources {
 		vm := e.fleet.VM(name)
 		if vm == nil || vm.Provider != forewarn.Azure || e.serviceEnabled(vm, now, cache) {
@@ -327,16 +326,26 @@ func (e *Engine) unheard(ev *forewarn.Event, now time.Time) bool {
 	return true
 }
 
-// serviceEnabled reports whether the service of vm, the VMs it shares a
-// scope with, has scheduled events enabled at now. cache remembers the
-// answer per scope group, so that asking for every VM of the fleet stays
-// linear.
-func (e *Engine) serviceEnabled(vm *forewarn.VM, now time.Time, cache map[*forewarn.VM]bool) bool {
-	for _, g := range e.peers[vm.Name] {
-		on, ok := cache[g[0]]
+// serviceEnabled reports whether the service of vm has scheduled events
+// enabled at now: whether one of its VMs called within the disable
+// window. A VM's service is its availability set or cloud service, the
+// VMs it shares a scope with; for a VM of a scale set it is the whole
+// scale set, whatever its placement groups (seed 004: "enabled for your
+// scale set"), within the VM's zone when the scale set spans zones
+// (docs/wire-decisions.md); a standalone VM is its own. Enablement only
+// keeps notice: which events a VM sees is still its scope's (e.peers).
+// cache remembers the answer per group, keyed by the group's first slot,
+// so that asking for every VM of the fleet stays linear.
+func (e *Engine) serviceEnabled(vm *forewarn.VM, now time.Time, cache map[**forewarn.VM]bool) bool {
+	groups, ok := e.services[vm.Name]
+	if !ok {
+		groups = e.peers[vm.Name]
+	}
+	for _, g := range groups {
+		on, ok := cache[&g[0]]
 		if !ok {
 			on = slices.ContainsFunc(g, func(p *forewarn.VM) bool { return e.enabled(p.Name, now) })
-			cache[g[0]] = on
+			cache[&g[0]] = on
 		}
 		if on {
 			return true
