@@ -109,3 +109,53 @@ func TestScaleSetEnabledAcrossPlacementGroups(t *testing.T) {
 	code, body = call(t, url, "127.0.0.2", "")
 	wantAnswer(t, "ss_0 (pg0) does not see pg1's event", code, body, 200, `{"DocumentIncarnation":1,"Events":[]}`)
 }
+
+// TestApprovedTerminateWaitsForLaterPending is issue 22's point 10 on the
+// wire. Seed 004: with a pending delete on VM_1 and an approved one on
+// VM_2, "VM_2 isn't deleted until the terminate event for VM_1 is
+// approved, or its timeout has elapsed", with no order between them. Here
+// VM_2 is ss_1, whose delete comes first (NotBefore +5m); VM_1 is ss_0,
+// deleted after the timeout was raised to PT10M. ss_1's approval answers
+// 200 and its document does not change; ss_0's approval starts both.
+func TestApprovedTerminateWaitsForLaterPending(t *testing.T) {
+	e, url := scaleSetServer(t, "", "")
+	for _, ip := range []string{"127.0.0.2", "127.0.0.3"} {
+		code, body := call(t, url, ip, "")
+		wantAnswer(t, "first call", code, body, 200, `{"DocumentIncarnation":1,"Events":[]}`)
+	}
+	t1, err := e.Delete(t.Context(), "ss_1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ten := 10 * time.Minute
+	if _, err := e.SetScaleSet(t.Context(), "ss", engine.ScaleSetChange{TerminateTimeout: &ten}); err != nil {
+		t.Fatal(err)
+	}
+	t0, err := e.Delete(t.Context(), "ss_0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !t0.NotBefore.After(t1.NotBefore) {
+		t.Fatalf("ss_0's NotBefore %v is not after ss_1's %v", t0.NotBefore, t1.NotBefore)
+	}
+	scheduled := `{"DocumentIncarnation":3,"Events":[` +
+		rendered(t1.ID, "Scheduled", "Terminate", "ss_1", t1.NotBefore, "User", -1) + `,` +
+		rendered(t0.ID, "Scheduled", "Terminate", "ss_0", t0.NotBefore, "User", -1) + `]}`
+	code, body := call(t, url, "127.0.0.3", "")
+	wantAnswer(t, "ss_1 reads both deletes", code, body, 200, scheduled)
+
+	code, body = call(t, url, "127.0.0.3", `{"StartRequests":[{"EventId":"`+t1.ID+`"}]}`)
+	wantAnswer(t, "ss_1 approves its own delete", code, body, 200, "")
+	code, body = call(t, url, "127.0.0.3", "")
+	wantAnswer(t, "ss_1's document after its approval, ss_0's delete pending", code, body, 200, scheduled)
+
+	code, body = call(t, url, "127.0.0.2", `{"StartRequests":[{"EventId":"`+t0.ID+`"}]}`)
+	wantAnswer(t, "ss_0 approves its own delete", code, body, 200, "")
+	started := `{"DocumentIncarnation":4,"Events":[` +
+		rendered(t1.ID, "Started", "Terminate", "ss_1", time.Time{}, "User", -1) + `,` +
+		rendered(t0.ID, "Started", "Terminate", "ss_0", time.Time{}, "User", -1) + `]}`
+	for _, ip := range []string{"127.0.0.2", "127.0.0.3"} {
+		code, body = call(t, url, ip, "")
+		wantAnswer(t, "after both approvals, from "+ip, code, body, 200, started)
+	}
+}

@@ -111,8 +111,8 @@ func (e *Engine) deleted(name string) bool {
 //     Resources of every other event; an event left with none is
 //     canceled.
 //   - The scale set rule (terminatesDue) starts a scale set's Terminates:
-//     each at its NotBefore at the latest, an approved one earlier once the
-//     earlier pending ones are approved or timed out.
+//     each at its NotBefore at the latest, an approved one earlier once
+//     every other pending one is approved or timed out.
 //   - When a wave's event ends, the wave's next update domain is
 //     scheduled.
 func (e *Engine) settle(now time.Time, changed []*forewarn.Event) []*forewarn.Event {
@@ -232,39 +232,38 @@ func (e *Engine) settle(now time.Time, changed []*forewarn.Event) []*forewarn.Ev
 // Terminates of one scale set and returns those that start now, started:
 //
 //   - every Terminate starts at its own NotBefore at the latest, whatever
-//     the others: the delete is mandatory at the timeout;
-//   - before that, an approved Terminate starts once every pending one
-//     with an earlier or the same NotBefore is approved or timed out, so
-//     deletes with one NotBefore start all together or not at all.
+//     the others: "Once the timeout expires, the pending terminate event
+//     will be processed and the VM will be deleted";
+//   - before that, an approved Terminate starts only once no other
+//     Terminate of the scale set is pending, neither approved nor timed
+//     out, whatever their NotBefores: "VM_2 isn't deleted until the
+//     terminate event for VM_1 is approved, or its timeout has elapsed".
+//     So the approved ones start together, and deletes with one NotBefore
+//     start all together or not at all before the timeout.
 //
 // A start at the timeout is dated at NotBefore, an early one at now.
 func terminatesDue(pending []*forewarn.Event, now time.Time) []*forewarn.Event {
-	slices.SortFunc(pending, func(a, b *forewarn.Event) int {
+	held := slices.ContainsFunc(pending, func(o *forewarn.Event) bool {
+		return now.Before(o.NotBefore) && !o.Approved()
+	})
+	var due []*forewarn.Event
+	for _, o := range pending {
+		if !held || !now.Before(o.NotBefore) {
+			due = append(due, o)
+		}
+	}
+	slices.SortFunc(due, func(a, b *forewarn.Event) int {
 		return cmp.Or(a.NotBefore.Compare(b.NotBefore), cmp.Compare(a.ID, b.ID))
 	})
-	var out []*forewarn.Event
-	blocked := false // an earlier Terminate is neither approved nor timed out
-	for i := 0; i < len(pending); {
-		j := i
-		ready := true
-		for ; j < len(pending) && pending[j].NotBefore.Equal(pending[i].NotBefore); j++ {
-			o := pending[j]
-			ready = ready && (o.Approved() || !now.Before(o.NotBefore))
+	out := make([]*forewarn.Event, len(due))
+	for i, o := range due {
+		at := now.Round(0)
+		if !now.Before(o.NotBefore) {
+			at = o.NotBefore
 		}
-		for _, o := range pending[i:j] {
-			at := now.Round(0)
-			switch {
-			case !now.Before(o.NotBefore):
-				at = o.NotBefore
-			case blocked || !ready:
-				continue
-			}
-			o = o.Clone()
-			o.Status, o.StartedAt, o.NotBefore = forewarn.Started, at, time.Time{}
-			out = append(out, o)
-		}
-		blocked = blocked || !ready
-		i = j
+		c := o.Clone()
+		c.Status, c.StartedAt, c.NotBefore = forewarn.Started, at, time.Time{}
+		out[i] = c
 	}
 	return out
 }
