@@ -112,7 +112,10 @@ func (e *Engine) deleted(name string) bool {
 //     canceled.
 //   - The scale set rule (terminatesDue) starts a scale set's Terminates:
 //     each at its NotBefore at the latest, an approved one earlier once
-//     every other pending one is approved or timed out.
+//     every other pending one is approved or timed out. It runs once per
+//     scale set whose Terminates changed, after the other rules, so a
+//     commit of k Terminates of one scale set costs one pass over its
+//     pending ones, not k.
 //   - When a wave's event ends, the wave's next update domain is
 //     scheduled.
 func (e *Engine) settle(now time.Time, changed []*forewarn.Event) []*forewarn.Event {
@@ -133,7 +136,27 @@ func (e *Engine) settle(now time.Time, changed []*forewarn.Event) []*forewarn.Ev
 	for _, c := range changed {
 		put(c)
 	}
-	for done := 0; done < len(order); done++ {
+	// dirty holds the scale sets whose Terminates changed (in sets, in
+	// order), each with its new Scheduled Terminates, which e.terms does
+	// not index yet.
+	dirty := map[string][]string{}
+	var sets []string
+	for done := 0; ; done++ {
+		if done == len(order) {
+			// Nothing else to do: the scale set rule, once per scale set.
+			// What it starts is processed in turn and marks its scale set
+			// again; that second pass starts nothing more.
+			for _, ss := range sets {
+				for _, o := range terminatesDue(e.pendingTerms(ss, dirty[ss], get), now) {
+					put(o)
+				}
+			}
+			clear(dirty)
+			sets = sets[:0]
+			if done == len(order) {
+				break
+			}
+		}
 		c := ws[order[done]]
 		old := e.events[c.ID]
 		ended := !c.Status.Active() && c.Status != forewarn.Pending && (old == nil || old.Status.Active() || old.Status == forewarn.Pending)
@@ -170,23 +193,18 @@ func (e *Engine) settle(now time.Time, changed []*forewarn.Event) []*forewarn.Ev
 			}
 		}
 
-		// The scale set rule, re-evaluated whenever one of its Terminates
-		// changes (approved, timed out, ended).
+		// The scale set rule, run again whenever one of its Terminates
+		// changes (created, approved, timed out, ended): marked here, run
+		// above once the queue is empty.
 		if ss := e.scaleSetOf(c); c.Type == forewarn.Terminate && ss != "" {
-			var pending []*forewarn.Event
-			seen := map[string]bool{}
-			for id := range e.terms[ss] {
-				if o := get(id); o.Status == forewarn.Scheduled {
-					seen[id] = true
-					pending = append(pending, o)
-				}
+			ids, ok := dirty[ss]
+			if !ok {
+				sets = append(sets, ss)
 			}
-			if c.Status == forewarn.Scheduled && get(c.ID) == c && !seen[c.ID] {
-				pending = append(pending, c) // a new event, not in e.events yet
+			if _, known := e.terms[ss][c.ID]; !known && c.Status == forewarn.Scheduled {
+				ids = append(ids, c.ID)
 			}
-			for _, o := range terminatesDue(pending, now) {
-				put(o)
-			}
+			dirty[ss] = ids
 		}
 
 		// Waves.
@@ -228,6 +246,24 @@ func (e *Engine) settle(now time.Time, changed []*forewarn.Event) []*forewarn.Ev
 	return out
 }
 
+// pendingTerms returns the Scheduled Terminates of the scale set ss as
+// get sees them: those e.terms indexes, and the new ones named in fresh.
+func (e *Engine) pendingTerms(ss string, fresh []string, get func(string) *forewarn.Event) []*forewarn.Event {
+	pending := make([]*forewarn.Event, 0, len(e.terms[ss])+len(fresh))
+	for id := range e.terms[ss] {
+		if o := get(id); o.Status == forewarn.Scheduled {
+			pending = append(pending, o)
+		}
+	}
+	slices.Sort(fresh)
+	for _, id := range slices.Compact(fresh) {
+		if o := get(id); o.Status == forewarn.Scheduled {
+			pending = append(pending, o)
+		}
+	}
+	return pending
+}
+
 // terminatesDue applies the scale set rule (seed 004) to the Scheduled
 // Terminates of one scale set and returns those that start now, started:
 //
@@ -241,7 +277,8 @@ func (e *Engine) settle(now time.Time, changed []*forewarn.Event) []*forewarn.Ev
 //     So the approved ones start together, and deletes with one NotBefore
 //     start all together or not at all before the timeout.
 //
-// A start at the timeout is dated at NotBefore, an early one at now.
+// A start at the timeout is dated at NotBefore, an early one at now. The
+// cost is linear in pending, plus sorting those that start.
 func terminatesDue(pending []*forewarn.Event, now time.Time) []*forewarn.Event {
 	held := slices.ContainsFunc(pending, func(o *forewarn.Event) bool {
 		return now.Before(o.NotBefore) && !o.Approved()
