@@ -67,14 +67,19 @@ func BenchmarkFire(b *testing.B) {
 		if time.Now().After(at) {
 			b.Fatalf("creating %d events took past their deadline", n)
 		}
-		want := published.Load() + int64(n)
-		time.Sleep(time.Until(at))
-		b.StartTimer()
-		for published.Load() < want {
-			time.Sleep(50 * time.Microsecond)
-		}
-		b.StopTimer()
+		timePublished(b, published, published.Load()+int64(n), at)
 	}
+}
+
+// timePublished sleeps until at, then times the wait until published
+// reaches want.
+func timePublished(b *testing.B, published *atomic.Int64, want int64, at time.Time) {
+	time.Sleep(time.Until(at))
+	b.StartTimer()
+	for published.Load() < want {
+		time.Sleep(50 * time.Microsecond)
+	}
+	b.StopTimer()
 }
 
 // BenchmarkTerminatesTimeOut is the scale set rule at scale: the
@@ -106,13 +111,7 @@ func BenchmarkTerminatesTimeOut(b *testing.B) {
 				if len(evs) != n || time.Now().After(at) {
 					b.Fatalf("%d Terminates created by %v, want %d before %v", len(evs), time.Now(), n, at)
 				}
-				want := published.Load() + int64(n)
-				time.Sleep(time.Until(at))
-				b.StartTimer()
-				for published.Load() < want {
-					time.Sleep(50 * time.Microsecond)
-				}
-				b.StopTimer()
+				timePublished(b, published, published.Load()+int64(n), at)
 				e.Close()
 			}
 		})
