@@ -67,12 +67,53 @@ func BenchmarkFire(b *testing.B) {
 		if time.Now().After(at) {
 			b.Fatalf("creating %d events took past their deadline", n)
 		}
-		want := published.Load() + int64(n)
-		time.Sleep(time.Until(at))
-		b.StartTimer()
-		for published.Load() < want {
-			time.Sleep(50 * time.Microsecond)
-		}
-		b.StopTimer()
+		timePublished(b, published, published.Load()+int64(n), at)
+	}
+}
+
+// timePublished sleeps until at, then times the wait until published
+// reaches want.
+func timePublished(b *testing.B, published *atomic.Int64, want int64, at time.Time) {
+	time.Sleep(time.Until(at))
+	b.StartTimer()
+	for published.Load() < want {
+		time.Sleep(50 * time.Microsecond)
+	}
+	b.StopTimer()
+}
+
+// BenchmarkTerminatesTimeOut is the scale set rule at scale: the
+// Terminates of n VMs of one scale set, one event each (each VM is a
+// placement group of its own), time out together. The time is from their
+// NotBefore until every one has started and published its VM's view.
+func BenchmarkTerminatesTimeOut(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		b.Run(fmt.Sprintf("terminates=%d", n), func(b *testing.B) {
+			f := &forewarn.Fleet{VMs: make([]*forewarn.VM, n), ScaleSets: []*forewarn.ScaleSet{{Name: "ss", TerminateTimeout: 5 * time.Minute}}}
+			names := make([]string, n)
+			for i := range f.VMs {
+				names[i] = fmt.Sprintf("ss_%d", i)
+				f.VMs[i] = &forewarn.VM{Name: names[i], Provider: forewarn.Azure, ScaleSet: "ss", InstanceID: fmt.Sprint(i), PlacementGroup: fmt.Sprintf("pg%d", i)}
+			}
+			b.StopTimer()
+			for range b.N {
+				e, err := engine.New(b.Context(), engine.Config{Store: mem.New(), Fleet: f, AllowShortNotice: true})
+				if err != nil {
+					b.Fatal(err)
+				}
+				published := new(atomic.Int64)
+				e.Subscribe(func(*engine.View) { published.Add(1) })
+				at := time.Now().Truncate(time.Second).Add(2 * time.Second)
+				evs, err := e.CreateAll(b.Context(), engine.Spec{Type: forewarn.Terminate, VMs: names, Source: forewarn.User, Notice: time.Until(at) - 10*time.Millisecond})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if len(evs) != n || time.Now().After(at) {
+					b.Fatalf("%d Terminates created by %v, want %d before %v", len(evs), time.Now(), n, at)
+				}
+				timePublished(b, published, published.Load()+int64(n), at)
+				e.Close()
+			}
+		})
 	}
 }

@@ -148,8 +148,8 @@ type VMInfo struct {
 	ReturnsTo string `json:"returnsTo,omitempty"`
 	// Enabled reports whether the VM's scheduled events are enabled: a VM
 	// of its service (itself, or one it shares an availability set, cloud
-	// service or scale set placement group with) called its metadata API
-	// within the disable window.
+	// service or scale set with, within its zone for a scale set that
+	// spans zones) called its metadata API within the disable window.
 	Enabled bool `json:"enabled"`
 	// LastSeen is when the VM last called its metadata API.
 	LastSeen time.Time `json:"lastSeen,omitzero"`
@@ -185,6 +185,10 @@ type Engine struct {
 	// peers holds, for each VM, the groups of VMs it shares a scope with
 	// (each group includes the VM itself); built in New, read-only.
 	peers map[string][][]*forewarn.VM
+	// services holds, for each VM of a scale set, the groups of VMs whose
+	// calls enable its scheduled events (see serviceEnabled); other VMs'
+	// are their peers. Built in New, read-only.
+	services map[string][][]*forewarn.VM
 	// scaleSets lists the VM names of each scale set; read-only.
 	scaleSets map[string][]string
 	// setOverrides holds the scale set settings changed at run time;
@@ -284,6 +288,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		e.replica, _ = os.Hostname()
 	}
 	e.peers = scopeGroups(cfg.Fleet)
+	e.services = serviceGroups(cfg.Fleet)
 	e.peerSig = make(map[string]string, len(cfg.Fleet.VMs))
 	sigs := map[[3]*forewarn.VM]string{} // by the groups' first VMs
 	for _, vm := range cfg.Fleet.VMs {
@@ -502,7 +507,7 @@ func (e *Engine) Events() []*forewarn.Event {
 func (e *Engine) VMs() []VMInfo {
 	out := make([]VMInfo, 0, len(e.fleet.VMs))
 	now := time.Now()
-	cache := map[*forewarn.VM]bool{}
+	cache := map[**forewarn.VM]bool{}
 	for _, vm := range e.fleet.VMs {
 		out = append(out, e.info(vm, now, cache))
 	}
@@ -513,14 +518,14 @@ func (e *Engine) VMs() []VMInfo {
 // name not in the fleet.
 func (e *Engine) VM(name string) (VMInfo, error) {
 	if vm := e.fleet.VM(name); vm != nil {
-		return e.info(vm, time.Now(), map[*forewarn.VM]bool{}), nil
+		return e.info(vm, time.Now(), map[**forewarn.VM]bool{}), nil
 	}
 	return VMInfo{}, forewarn.Errorf(forewarn.ENOTFOUND, "no VM named %q", name)
 }
 
 // info returns vm with its current document state; cache is as
 // serviceEnabled takes it.
-func (e *Engine) info(vm *forewarn.VM, now time.Time, cache map[*forewarn.VM]bool) VMInfo {
+func (e *Engine) info(vm *forewarn.VM, now time.Time, cache map[**forewarn.VM]bool) VMInfo {
 	v := e.View(vm.Name)
 	info := VMInfo{VM: *vm, Incarnation: v.Incarnation, State: "running", Events: []string{}}
 	switch {
@@ -1322,28 +1327,57 @@ func (e *Engine) audience(ev *forewarn.Event, set map[string]bool) {
 // with: itself, its availability set, its cloud service, and its scale
 // set's placement group. Groups are shared between their members.
 func scopeGroups(f *forewarn.Fleet) map[string][][]*forewarn.VM {
-	groups := map[string][]*forewarn.VM{}
-	key := func(vm *forewarn.VM) []string {
-		var k []string
-		if vm.AvailabilitySet != "" {
-			k = append(k, "as\x00"+vm.AvailabilitySet)
-		}
-		if vm.CloudService != "" {
-			k = append(k, "cs\x00"+vm.CloudService)
-		}
-		if vm.ScaleSet != "" {
-			k = append(k, "ss\x00"+vm.ScaleSet+"\x00"+vm.PlacementGroup)
-		}
-		return k
+	return groupVMs(f, func(vm *forewarn.VM) []string { return groupKeys(vm, vm.PlacementGroup) }, nil)
+}
+
+// serviceGroups returns, for every VM of a scale set, the groups of VMs
+// that are its service for enablement: its scale set, whatever its
+// placement groups (seed 004: "enabled for your scale set"), within the
+// VM's zone when the scale set spans zones, and its availability set or
+// cloud service should it have one too.
+func serviceGroups(f *forewarn.Fleet) map[string][][]*forewarn.VM {
+	return groupVMs(f, func(vm *forewarn.VM) []string { return groupKeys(vm, vm.Zone) },
+		func(vm *forewarn.VM) bool { return vm.ScaleSet != "" })
+}
+
+// groupKeys returns the keys of the groups vm belongs to: its
+// availability set, its cloud service, and its scale set qualified by
+// sub (a placement group or a zone).
+func groupKeys(vm *forewarn.VM, sub string) []string {
+	var k []string
+	if vm.AvailabilitySet != "" {
+		k = append(k, "as\x00"+vm.AvailabilitySet)
 	}
+	if vm.CloudService != "" {
+		k = append(k, "cs\x00"+vm.CloudService)
+	}
+	if vm.ScaleSet != "" {
+		k = append(k, "ss\x00"+vm.ScaleSet+"\x00"+sub)
+	}
+	return k
+}
+
+// groupVMs groups the fleet's VMs by the keys keys gives each, and
+// returns, for every VM that keep accepts (every VM when keep is nil),
+// its groups; a VM without keys is a group of its own. Groups are shared
+// between their members.
+func groupVMs(f *forewarn.Fleet, keys func(*forewarn.VM) []string, keep func(*forewarn.VM) bool) map[string][][]*forewarn.VM {
+	groups := map[string][]*forewarn.VM{}
 	for _, vm := range f.VMs {
-		for _, k := range key(vm) {
+		for _, k := range keys(vm) {
 			groups[k] = append(groups[k], vm)
 		}
 	}
-	out := make(map[string][][]*forewarn.VM, len(f.VMs))
+	size := len(f.VMs)
+	if keep != nil {
+		size = 0
+	}
+	out := make(map[string][][]*forewarn.VM, size)
 	for _, vm := range f.VMs {
-		ks := key(vm)
+		if keep != nil && !keep(vm) {
+			continue
+		}
+		ks := keys(vm)
 		if len(ks) == 0 {
 			out[vm.Name] = [][]*forewarn.VM{{vm}}
 			continue

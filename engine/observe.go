@@ -75,7 +75,7 @@ func (e *Engine) EventCounts() []EventCount {
 // events enabled (see VMInfo.Enabled), in time linear in the fleet.
 func (e *Engine) EnabledVMs() int {
 	now := time.Now()
-	cache := map[*forewarn.VM]bool{}
+	cache := map[**forewarn.VM]bool{}
 	n := 0
 	for _, vm := range e.fleet.VMs {
 		if e.serviceEnabled(vm, now, cache) {

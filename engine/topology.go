@@ -94,7 +94,7 @@ func (e *Engine) startVM(ctx context.Context, name string) (VMInfo, error) {
 		return VMInfo{}, err
 	}
 	e.log.Info("VM started", "vm", name)
-	return e.info(vm, now, map[*forewarn.VM]bool{}), nil
+	return e.info(vm, now, map[**forewarn.VM]bool{}), nil
 }
 
 // deleted reports whether the Azure VM named name is gone. e.mu must be
@@ -111,8 +111,11 @@ func (e *Engine) deleted(name string) bool {
 //     Resources of every other event; an event left with none is
 //     canceled.
 //   - The scale set rule (terminatesDue) starts a scale set's Terminates:
-//     each at its NotBefore at the latest, an approved one earlier once the
-//     earlier pending ones are approved or timed out.
+//     each at its NotBefore at the latest, an approved one earlier once
+//     every other pending one is approved or timed out. It runs once per
+//     scale set whose Terminates changed, after the other rules, so a
+//     commit of k Terminates of one scale set costs one pass over its
+//     pending ones, not k.
 //   - When a wave's event ends, the wave's next update domain is
 //     scheduled.
 func (e *Engine) settle(now time.Time, changed []*forewarn.Event) []*forewarn.Event {
@@ -133,7 +136,27 @@ func (e *Engine) settle(now time.Time, changed []*forewarn.Event) []*forewarn.Ev
 	for _, c := range changed {
 		put(c)
 	}
-	for done := 0; done < len(order); done++ {
+	// dirty holds the scale sets whose Terminates changed (in sets, in
+	// order), each with its new Scheduled Terminates, which e.terms does
+	// not index yet.
+	dirty := map[string][]string{}
+	var sets []string
+	for done := 0; ; done++ {
+		if done == len(order) {
+			// Nothing else to do: the scale set rule, once per scale set.
+			// What it starts is processed in turn and marks its scale set
+			// again; that second pass starts nothing more.
+			for _, ss := range sets {
+				for _, o := range terminatesDue(e.pendingTerms(ss, dirty[ss], get), now) {
+					put(o)
+				}
+			}
+			clear(dirty)
+			sets = sets[:0]
+			if done == len(order) {
+				break
+			}
+		}
 		c := ws[order[done]]
 		old := e.events[c.ID]
 		ended := !c.Status.Active() && c.Status != forewarn.Pending && (old == nil || old.Status.Active() || old.Status == forewarn.Pending)
@@ -170,23 +193,18 @@ func (e *Engine) settle(now time.Time, changed []*forewarn.Event) []*forewarn.Ev
 			}
 		}
 
-		// The scale set rule, re-evaluated whenever one of its Terminates
-		// changes (approved, timed out, ended).
+		// The scale set rule, run again whenever one of its Terminates
+		// changes (created, approved, timed out, ended): marked here, run
+		// above once the queue is empty.
 		if ss := e.scaleSetOf(c); c.Type == forewarn.Terminate && ss != "" {
-			var pending []*forewarn.Event
-			seen := map[string]bool{}
-			for id := range e.terms[ss] {
-				if o := get(id); o.Status == forewarn.Scheduled {
-					seen[id] = true
-					pending = append(pending, o)
-				}
+			ids, ok := dirty[ss]
+			if !ok {
+				sets = append(sets, ss)
 			}
-			if c.Status == forewarn.Scheduled && get(c.ID) == c && !seen[c.ID] {
-				pending = append(pending, c) // a new event, not in e.events yet
+			if _, known := e.terms[ss][c.ID]; !known && c.Status == forewarn.Scheduled {
+				ids = append(ids, c.ID)
 			}
-			for _, o := range terminatesDue(pending, now) {
-				put(o)
-			}
+			dirty[ss] = ids
 		}
 
 		// Waves.
@@ -228,43 +246,61 @@ func (e *Engine) settle(now time.Time, changed []*forewarn.Event) []*forewarn.Ev
 	return out
 }
 
+// pendingTerms returns the Scheduled Terminates of the scale set ss as
+// get sees them: those e.terms indexes, and the new ones named in fresh.
+func (e *Engine) pendingTerms(ss string, fresh []string, get func(string) *forewarn.Event) []*forewarn.Event {
+	pending := make([]*forewarn.Event, 0, len(e.terms[ss])+len(fresh))
+	for id := range e.terms[ss] {
+		if o := get(id); o.Status == forewarn.Scheduled {
+			pending = append(pending, o)
+		}
+	}
+	slices.Sort(fresh)
+	for _, id := range slices.Compact(fresh) {
+		if o := get(id); o.Status == forewarn.Scheduled {
+			pending = append(pending, o)
+		}
+	}
+	return pending
+}
+
 // terminatesDue applies the scale set rule (seed 004) to the Scheduled
 // Terminates of one scale set and returns those that start now, started:
 //
 //   - every Terminate starts at its own NotBefore at the latest, whatever
-//     the others: the delete is mandatory at the timeout;
-//   - before that, an approved Terminate starts once every pending one
-//     with an earlier or the same NotBefore is approved or timed out, so
-//     deletes with one NotBefore start all together or not at all.
+//     the others: "Once the timeout expires, the pending terminate event
+//     will be processed and the VM will be deleted";
+//   - before that, an approved Terminate starts only once no other
+//     Terminate of the scale set is pending, neither approved nor timed
+//     out, whatever their NotBefores: "VM_2 isn't deleted until the
+//     terminate event for VM_1 is approved, or its timeout has elapsed".
+//     So the approved ones start together, and deletes with one NotBefore
+//     start all together or not at all before the timeout.
 //
-// A start at the timeout is dated at NotBefore, an early one at now.
+// A start at the timeout is dated at NotBefore, an early one at now. The
+// cost is linear in pending, plus sorting those that start.
 func terminatesDue(pending []*forewarn.Event, now time.Time) []*forewarn.Event {
-	slices.SortFunc(pending, func(a, b *forewarn.Event) int {
+	held := slices.ContainsFunc(pending, func(o *forewarn.Event) bool {
+		return now.Before(o.NotBefore) && !o.Approved()
+	})
+	var due []*forewarn.Event
+	for _, o := range pending {
+		if !held || !now.Before(o.NotBefore) {
+			due = append(due, o)
+		}
+	}
+	slices.SortFunc(due, func(a, b *forewarn.Event) int {
 		return cmp.Or(a.NotBefore.Compare(b.NotBefore), cmp.Compare(a.ID, b.ID))
 	})
-	var out []*forewarn.Event
-	blocked := false // an earlier Terminate is neither approved nor timed out
-	for i := 0; i < len(pending); {
-		j := i
-		ready := true
-		for ; j < len(pending) && pending[j].NotBefore.Equal(pending[i].NotBefore); j++ {
-			o := pending[j]
-			ready = ready && (o.Approved() || !now.Before(o.NotBefore))
+	out := make([]*forewarn.Event, len(due))
+	for i, o := range due {
+		at := now.Round(0)
+		if !now.Before(o.NotBefore) {
+			at = o.NotBefore
 		}
-		for _, o := range pending[i:j] {
-			at := now.Round(0)
-			switch {
-			case !now.Before(o.NotBefore):
-				at = o.NotBefore
-			case blocked || !ready:
-				continue
-			}
-			o = o.Clone()
-			o.Status, o.StartedAt, o.NotBefore = forewarn.Started, at, time.Time{}
-			out = append(out, o)
-		}
-		blocked = blocked || !ready
-		i = j
+		c := o.Clone()
+		c.Status, c.StartedAt, c.NotBefore = forewarn.Started, at, time.Time{}
+		out[i] = c
 	}
 	return out
 }
@@ -309,15 +345,14 @@ func (e *Engine) enabled(name string, now time.Time) bool {
 // unheard reports whether ev is a Platform event on Azure VMs whose
 // services all have scheduled events disabled: nobody listens, so it
 // skips its notice. Enablement is per service (seeds 000 and 003: "for
-// your service"; seed 004 for a scale set): the VMs that share a scope
-// with a VM are its service, and a standalone VM is its own. Each scope
-// group is checked once (serviceEnabled's cache), so the cost is linear
-// in the VMs involved.
+// your service"; seed 004: "for your scale set"), see serviceEnabled.
+// Each group is checked once (serviceEnabled's cache), so the cost is
+// linear in the VMs involved.
 func (e *Engine) unheard(ev *forewarn.Event, now time.Time) bool {
 	if ev.Source != forewarn.Platform {
 		return false
 	}
-	cache := map[*forewarn.VM]bool{}
+	cache := map[**forewarn.VM]bool{}
 	for _, name := range ev.Resources {
 		vm := e.fleet.VM(name)
 		if vm == nil || vm.Provider != forewarn.Azure || e.serviceEnabled(vm, now, cache) {
@@ -327,16 +362,26 @@ func (e *Engine) unheard(ev *forewarn.Event, now time.Time) bool {
 	return true
 }
 
-// serviceEnabled reports whether the service of vm, the VMs it shares a
-// scope with, has scheduled events enabled at now. cache remembers the
-// answer per scope group, so that asking for every VM of the fleet stays
-// linear.
-func (e *Engine) serviceEnabled(vm *forewarn.VM, now time.Time, cache map[*forewarn.VM]bool) bool {
-	for _, g := range e.peers[vm.Name] {
-		on, ok := cache[g[0]]
+// serviceEnabled reports whether the service of vm has scheduled events
+// enabled at now: whether one of its VMs called within the disable
+// window. A VM's service is its availability set or cloud service, the
+// VMs it shares a scope with; for a VM of a scale set it is the whole
+// scale set, whatever its placement groups (seed 004: "enabled for your
+// scale set"), within the VM's zone when the scale set spans zones
+// (docs/wire-decisions.md); a standalone VM is its own. Enablement only
+// keeps notice: which events a VM sees is still its scope's (e.peers).
+// cache remembers the answer per group, keyed by the group's first slot,
+// so that asking for every VM of the fleet stays linear.
+func (e *Engine) serviceEnabled(vm *forewarn.VM, now time.Time, cache map[**forewarn.VM]bool) bool {
+	groups, ok := e.services[vm.Name]
+	if !ok {
+		groups = e.peers[vm.Name]
+	}
+	for _, g := range groups {
+		on, ok := cache[&g[0]]
 		if !ok {
 			on = slices.ContainsFunc(g, func(p *forewarn.VM) bool { return e.enabled(p.Name, now) })
-			cache[g[0]] = on
+			cache[&g[0]] = on
 		}
 		if on {
 			return true

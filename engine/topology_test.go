@@ -464,7 +464,7 @@ func TestLastSeenSavedOnClose(t *testing.T) {
 // Terminate starts at its own NotBefore, to the second, while a later
 // delete of its scale set is still pending, and a steady scale-in never
 // holds an earlier delete. An approved Terminate still waits for the
-// earlier pending ones until they are approved or time out.
+// other pending ones until they are approved or time out.
 func TestTerminateMandatoryAtTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newTopoEngine(t, true)
@@ -510,10 +510,10 @@ func TestTerminateMandatoryAtTimeout(t *testing.T) {
 	})
 }
 
-// TestTerminateApprovedWaitsForEarlier checks that an approved Terminate
-// starts at once when the earlier pending one is approved too, and that
-// approving the earlier one alone starts only it.
-func TestTerminateApprovedWaitsForEarlier(t *testing.T) {
+// TestTerminateApprovedWaitsForEveryPending checks that an approved
+// Terminate waits for every other pending one of its scale set, earlier
+// or later, and that the last approval starts them all at once.
+func TestTerminateApprovedWaitsForEveryPending(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newTopoEngine(t, true)
 		first, _ := e.Delete(t.Context(), "ss_0")
@@ -527,15 +527,82 @@ func TestTerminateApprovedWaitsForEarlier(t *testing.T) {
 		if err := e.Approve(t.Context(), "ss_0", []string{first.ID}); err != nil {
 			t.Fatal(err)
 		}
-		// The first has no earlier one: it starts. The third waits for the second.
-		wantStatus(t, e, forewarn.Started, first.ID)
-		wantStatus(t, e, forewarn.Scheduled, second.ID, third.ID)
+		// The second, neither approved nor timed out, holds the earlier
+		// first and the later third alike.
+		wantStatus(t, e, forewarn.Scheduled, first.ID, second.ID, third.ID)
+		step(time.Minute)
 		if err := e.Approve(t.Context(), "ss_1", []string{second.ID}); err != nil {
 			t.Fatal(err)
 		}
-		wantStatus(t, e, forewarn.Started, second.ID, third.ID)
-		if got := mustEvent(t, e, third.ID); !got.StartedAt.Equal(time.Now()) {
-			t.Fatalf("third started at %v, want now", got.StartedAt)
+		wantStatus(t, e, forewarn.Started, first.ID, second.ID, third.ID)
+		for _, id := range []string{first.ID, second.ID, third.ID} {
+			if got := mustEvent(t, e, id); !got.StartedAt.Equal(time.Now()) {
+				t.Fatalf("%s started at %v, want now", id, got.StartedAt)
+			}
+		}
+	})
+}
+
+// TestTerminateApprovedWaitsForLaterPending is issue 22's point 10. Seed
+// 004, "Approve all pending deletes": "If there's a pending delete on VM_1
+// that isn't approved, and you've approved another terminate event on
+// VM_2, then VM_2 isn't deleted until the terminate event for VM_1 is
+// approved, or its timeout has elapsed." The seed sets no order between
+// the two; until issue 22 only an earlier pending delete held an approved
+// one. Here VM_2 (ss_2) is deleted first and VM_1 (ss_0) a minute later:
+// VM_2's approval starts nothing and changes no document; VM_1's starts
+// both. Without VM_1's approval, VM_2 is deleted at its own timeout, to
+// the second, and VM_1 at its own.
+func TestTerminateApprovedWaitsForLaterPending(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newTopoEngine(t, true)
+		t0 := time.Now()
+		vm2, _ := e.Delete(t.Context(), "ss_2") // NotBefore +10m
+		step(time.Minute)
+		vm1, _ := e.Delete(t.Context(), "ss_0") // NotBefore +11m
+		step(time.Minute)
+		inc := e.View("ss_2").Incarnation
+		if err := e.Approve(t.Context(), "ss_2", []string{vm2.ID}); err != nil {
+			t.Fatal(err)
+		}
+		wantStatus(t, e, forewarn.Scheduled, vm2.ID, vm1.ID)
+		if got := mustEvent(t, e, vm2.ID); !got.NotBefore.Equal(t0.Add(10*time.Minute)) || !got.Approved() {
+			t.Fatalf("VM_2's approved Terminate: NotBefore +%v, approved %v", got.NotBefore.Sub(t0), got.Approved())
+		}
+		if v := e.View("ss_2"); v.Incarnation != inc {
+			t.Fatalf("VM_2's approval that starts nothing moved its incarnation %d -> %d", inc, v.Incarnation)
+		}
+		step(time.Minute) // +3m
+		if err := e.Approve(t.Context(), "ss_0", []string{vm1.ID}); err != nil {
+			t.Fatal(err)
+		}
+		wantStatus(t, e, forewarn.Started, vm2.ID, vm1.ID)
+		for _, id := range []string{vm2.ID, vm1.ID} {
+			if got := mustEvent(t, e, id); !got.StartedAt.Equal(t0.Add(3 * time.Minute)) {
+				t.Fatalf("%s started at +%v, want +3m", id, got.StartedAt.Sub(t0))
+			}
+		}
+
+		// VM_1 never approves: VM_2 goes at its own timeout, VM_1 at its own.
+		e = newTopoEngine(t, true)
+		t0 = time.Now()
+		vm2, _ = e.Delete(t.Context(), "ss_0") // NotBefore +10m
+		step(time.Minute)
+		vm1, _ = e.Delete(t.Context(), "ss_1") // NotBefore +11m
+		if err := e.Approve(t.Context(), "ss_0", []string{vm2.ID}); err != nil {
+			t.Fatal(err)
+		}
+		step(9*time.Minute - time.Second) // +9m59s
+		wantStatus(t, e, forewarn.Scheduled, vm2.ID, vm1.ID)
+		step(time.Second) // +10m
+		wantStatus(t, e, forewarn.Started, vm2.ID)
+		wantStatus(t, e, forewarn.Scheduled, vm1.ID)
+		step(time.Minute) // +11m
+		wantStatus(t, e, forewarn.Started, vm1.ID)
+		for id, at := range map[string]time.Duration{vm2.ID: 10 * time.Minute, vm1.ID: 11 * time.Minute} {
+			if got := mustEvent(t, e, id); !got.StartedAt.Equal(t0.Add(at)) {
+				t.Fatalf("%s started at +%v, want +%v", id, got.StartedAt.Sub(t0), at)
+			}
 		}
 	})
 }
