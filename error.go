@@ -17,6 +17,9 @@ const (
 	// ECONFLICT: the request does not fit the current state, or a store
 	// write lost a compare-and-swap race.
 	ECONFLICT = "conflict"
+	// EPRECONDITION: the request was computed against a version of the
+	// state (an If-Match revision) that is no longer current.
+	EPRECONDITION = "precondition_failed"
 	// EFORBIDDEN: the caller may not see or do this.
 	EFORBIDDEN = "forbidden"
 	// EUNAUTHORIZED: the caller did not prove who it is (a missing or

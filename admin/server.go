@@ -779,6 +779,8 @@ func errorStatus(err error) int {
 		return http.StatusNotFound
 	case forewarn.ECONFLICT:
 		return http.StatusConflict
+	case forewarn.EPRECONDITION:
+		return http.StatusPreconditionFailed
 	case forewarn.EFORBIDDEN:
 		return http.StatusForbidden
 	case forewarn.EUNAUTHORIZED:

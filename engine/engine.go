@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/forewarn/forewarn"
+	"github.com/forewarn/forewarn/internal/cow"
 )
 
 // retryDelay is how long a deadline whose store write failed waits
@@ -40,8 +41,14 @@ const staleDelay = 50 * time.Millisecond
 type Config struct {
 	// Store persists every change. Required.
 	Store forewarn.Store
-	// Fleet is the set of VMs. Required.
+	// Fleet is applied to the store's inventory at start: its VMs and
+	// scale sets are added, or replace those of their names, in one
+	// commit; VMs it does not name stay. Nil leaves the inventory as the
+	// store holds it.
 	Fleet *forewarn.Fleet
+	// SeedOnly applies Fleet only to a store whose inventory is empty: a
+	// default fleet, for a server started without a fleet file.
+	SeedOnly bool
 	// Logger receives lifecycle logs; nil discards them.
 	Logger *slog.Logger
 	// AllowShortNotice accepts notices below the per-type minimum.
@@ -63,9 +70,6 @@ type Config struct {
 func (c *Config) Validate() error {
 	if c.Store == nil {
 		return forewarn.Errorf(forewarn.EINVALID, "engine: no store")
-	}
-	if c.Fleet == nil || len(c.Fleet.VMs) == 0 {
-		return forewarn.Errorf(forewarn.EINVALID, "engine: empty fleet")
 	}
 	if c.DisableAfter < 0 {
 		return forewarn.Errorf(forewarn.EINVALID, "engine: negative DisableAfter")
@@ -109,6 +113,9 @@ type View struct {
 	// Deleted reports whether the VM is gone: an Azure VM whose Preempt or
 	// Terminate completed. It answers no more requests.
 	Deleted bool
+	// Removed reports that the VM left the inventory: this is its last
+	// view, and it answers no more requests.
+	Removed bool
 	// Maintained reports whether a host maintenance event naming the VM
 	// was ever announced to it, including one that has since ended or
 	// been canceled.
@@ -160,43 +167,22 @@ type VMInfo struct {
 // Engine runs the lifecycle of every event of one fleet.
 type Engine struct {
 	store      forewarn.Store
-	fleet      *forewarn.Fleet
 	log        *slog.Logger
 	allowShort bool
 
-	// views and queried are built once in New and only read afterwards.
-	views map[string]*atomic.Pointer[View]
-	// queried holds when each VM last read its maintenance-event key,
-	// in Unix nanoseconds; 0 for never since the engine started.
-	queried map[string]*atomic.Int64
-	// savedQ holds the Queried the store holds of each VM (Unix ns), and
-	// ended when its last host maintenance event ended (Unix ns): a read
-	// after that is written, so every replica's leader knows of it.
-	savedQ, ended map[string]*atomic.Int64
-	// seen holds when each VM last called its metadata API (Unix ns), and
-	// saved what the store holds of it.
-	seen, saved  map[string]*atomic.Int64
+	// inv is the inventory in force, replaced (under mu) by each change;
+	// members holds each of its VMs' state, read without a lock.
+	inv          atomic.Pointer[inventory]
+	members      *cow.Map[string, *member]
 	disableAfter time.Duration
 	// persist carries VM names whose LastSeen must be written.
 	persist chan string
 	stop    chan struct{}
 	stopped chan struct{}
 
-	// peers holds, for each VM, the groups of VMs it shares a scope with
-	// (each group includes the VM itself); built in New, read-only.
-	peers map[string][][]*forewarn.VM
-	// services holds, for each VM of a scale set, the groups of VMs whose
-	// calls enable its scheduled events (see serviceEnabled); other VMs'
-	// are their peers. Built in New, read-only.
-	services map[string][][]*forewarn.VM
-	// scaleSets lists the VM names of each scale set; read-only.
-	scaleSets map[string][]string
 	// setOverrides holds the scale set settings changed at run time;
 	// guarded by mu.
 	setOverrides map[string]forewarn.ScaleSetRecord
-	// peerSig fingerprints each Azure VM's peers (see VMRecord.Peers);
-	// read-only.
-	peerSig map[string]string
 
 	// cluster is the store's leader election, nil for a store of one
 	// server; replica is this server's name in it.
@@ -259,23 +245,16 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 	e := &Engine{
 		store:        cfg.Store,
-		fleet:        cfg.Fleet,
 		log:          log,
 		allowShort:   cfg.AllowShortNotice,
-		views:        make(map[string]*atomic.Pointer[View], len(cfg.Fleet.VMs)),
-		queried:      make(map[string]*atomic.Int64, len(cfg.Fleet.VMs)),
-		savedQ:       make(map[string]*atomic.Int64, len(cfg.Fleet.VMs)),
-		ended:        make(map[string]*atomic.Int64, len(cfg.Fleet.VMs)),
-		seen:         make(map[string]*atomic.Int64, len(cfg.Fleet.VMs)),
-		saved:        make(map[string]*atomic.Int64, len(cfg.Fleet.VMs)),
+		members:      newMembers(),
 		disableAfter: cmp.Or(cfg.DisableAfter, 24*time.Hour),
 		persist:      make(chan string, 256),
 		stop:         make(chan struct{}),
 		stopped:      make(chan struct{}),
 		advanced:     make(chan struct{}),
-		scaleSets:    make(map[string][]string),
 		setOverrides: make(map[string]forewarn.ScaleSetRecord),
-		inc:          make(map[string]int64, len(cfg.Fleet.VMs)),
+		inc:          make(map[string]int64),
 		armed:        make(map[string]time.Time),
 		replica:      cfg.Replica,
 		wslot:        make(chan struct{}, 1),
@@ -287,38 +266,10 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	if e.replica == "" {
 		e.replica, _ = os.Hostname()
 	}
-	e.peers = scopeGroups(cfg.Fleet)
-	e.services = serviceGroups(cfg.Fleet)
-	e.peerSig = make(map[string]string, len(cfg.Fleet.VMs))
-	sigs := map[[3]*forewarn.VM]string{} // by the groups' first VMs
-	for _, vm := range cfg.Fleet.VMs {
-		if vm.Provider != forewarn.Azure {
-			continue
-		}
-		groups := e.peers[vm.Name]
-		var key [3]*forewarn.VM
-		for i, g := range groups {
-			key[i] = g[0]
-		}
-		sig, ok := sigs[key]
-		if !ok {
-			sig = peerSignature(groups)
-			sigs[key] = sig
-		}
-		e.peerSig[vm.Name] = sig
-	}
-	for _, vm := range cfg.Fleet.VMs {
-		if vm.ScaleSet != "" {
-			e.scaleSets[vm.ScaleSet] = append(e.scaleSets[vm.ScaleSet], vm.Name)
-		}
-		e.views[vm.Name] = new(atomic.Pointer[View])
-		e.queried[vm.Name] = new(atomic.Int64)
-		e.savedQ[vm.Name], e.ended[vm.Name] = new(atomic.Int64), new(atomic.Int64)
-		e.seen[vm.Name], e.saved[vm.Name] = new(atomic.Int64), new(atomic.Int64)
-	}
+	e.inv.Store(buildInventory(0, nil, nil))
 
-	// Another replica may write between the load and the fingerprints'
-	// write; then the engine loads again.
+	// Another replica may write between the load and the fleet's apply;
+	// then the engine loads again.
 	for attempt := 1; ; attempt++ {
 		st, err := cfg.Store.Load(ctx)
 		if err != nil {
@@ -326,14 +277,22 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		}
 		e.mu.Lock()
 		e.reset(st)
-		err = e.bumpMoved(ctx, st.VMs)
 		e.mu.Unlock()
+		if cfg.Fleet == nil || cfg.SeedOnly && len(st.Inventory) > 0 {
+			break
+		}
+		_, err = e.changeInventoryOnce(ctx, InventoryChange{Set: cfg.Fleet.VMs, SetScaleSets: cfg.Fleet.ScaleSets})
 		if _, ok := stale(err); ok && attempt < maxAttempts {
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("apply fleet changes: %w", err)
+			return nil, fmt.Errorf("apply the fleet: %w", err)
 		}
+		// The VMs it registered take in what the store remembers of
+		// them (a store from before the inventory was stored).
+		e.mu.Lock()
+		e.noteRecords(st.VMs)
+		e.mu.Unlock()
 		break
 	}
 	if e.cluster == nil {
@@ -354,55 +313,6 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 	go e.persistLoop()
 	return e, nil
-}
-
-// bumpMoved raises the incarnation of every Azure VM whose peers changed
-// since the last run (a fleet edit can change which events it sees), and
-// records every VM's current peer fingerprint. e.mu must be held.
-func (e *Engine) bumpMoved(ctx context.Context, stored map[string]*forewarn.VMRecord) error {
-	recs := map[string]*forewarn.VMRecord{}
-	incs := map[string]int64{}
-	for name, sig := range e.peerSig {
-		r := stored[name]
-		if r != nil && r.Peers == sig {
-			continue
-		}
-		rec := &forewarn.VMRecord{Peers: sig}
-		if r != nil {
-			rec.LastSeen, rec.Queried = r.LastSeen, r.Queried
-			if r.Peers != "" {
-				incs[name] = e.inc[name] + 1
-			}
-		}
-		recs[name] = rec
-	}
-	if len(recs) == 0 {
-		return nil
-	}
-	// Only New calls it, before the follow loop runs: nothing else
-	// installs the commit.
-	_, err := e.write(ctx, &forewarn.Change{Incarnations: incs, VMs: recs})
-	if _, ok := stale(err); ok {
-		return err
-	}
-	if err != nil && len(incs) == 0 {
-		// Only fingerprints to record: the next start compares again.
-		e.log.Warn("record the fleet's peer fingerprints", "err", err)
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	touched := make(map[string]bool, len(incs))
-	for name, n := range incs {
-		e.inc[name] = n
-		touched[name] = true
-	}
-	e.publish(touched)
-	if len(incs) > 0 {
-		e.log.Info("fleet changed since the last run; incarnations raised", "vms", len(incs))
-	}
-	return nil
 }
 
 // peerSignature fingerprints the names in a VM's scope groups.
@@ -442,16 +352,13 @@ func (e *Engine) Close() error {
 	return nil
 }
 
-// Fleet returns the engine's fleet. It must not be modified.
-func (e *Engine) Fleet() *forewarn.Fleet { return e.fleet }
-
 // View returns the current view of the VM named name, or nil.
 func (e *Engine) View(name string) *View {
-	p := e.views[name]
-	if p == nil {
+	m := e.member(name)
+	if m == nil {
 		return nil
 	}
-	return p.Load()
+	return m.view.Load()
 }
 
 // Subscribe calls fn with every VM's current view now and with each new
@@ -461,8 +368,8 @@ func (e *Engine) Subscribe(fn func(*View)) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.subs = append(e.subs, fn)
-	for _, vm := range e.fleet.VMs {
-		fn(e.views[vm.Name].Load())
+	for _, vm := range e.cur().fleet.VMs {
+		fn(e.member(vm.Name).view.Load())
 	}
 }
 
@@ -505,10 +412,10 @@ func (e *Engine) Events() []*forewarn.Event {
 
 // VMs returns every VM with its incarnation and visible active events.
 func (e *Engine) VMs() []VMInfo {
-	out := make([]VMInfo, 0, len(e.fleet.VMs))
+	out := make([]VMInfo, 0, len(e.cur().fleet.VMs))
 	now := time.Now()
 	cache := map[**forewarn.VM]bool{}
-	for _, vm := range e.fleet.VMs {
+	for _, vm := range e.cur().fleet.VMs {
 		out = append(out, e.info(vm, now, cache))
 	}
 	return out
@@ -517,7 +424,7 @@ func (e *Engine) VMs() []VMInfo {
 // VM returns the VM named name as VMs lists it. Errors: ENOTFOUND for a
 // name not in the fleet.
 func (e *Engine) VM(name string) (VMInfo, error) {
-	if vm := e.fleet.VM(name); vm != nil {
+	if vm := e.vm(name); vm != nil {
 		return e.info(vm, time.Now(), map[**forewarn.VM]bool{}), nil
 	}
 	return VMInfo{}, forewarn.Errorf(forewarn.ENOTFOUND, "no VM named %q", name)
@@ -543,12 +450,12 @@ func (e *Engine) info(vm *forewarn.VM, now time.Time, cache map[**forewarn.VM]bo
 	}
 	// Replicas show what they share, the stored time (to within an
 	// hour), so that every replica lists the same.
-	last := e.seen[vm.Name]
-	if e.cluster != nil {
-		last = e.saved[vm.Name]
-	}
-	if ns := last.Load(); ns != 0 {
-		info.LastSeen = time.Unix(0, ns).UTC()
+	if m := e.member(vm.Name); m != nil {
+		last := &m.seen
+		if e.cluster != nil {
+			last = &m.saved
+		}
+		info.LastSeen = unixTime(last.Load())
 	}
 	info.Enabled = e.serviceEnabled(vm, now, cache)
 	for _, ev := range v.Events {
@@ -660,7 +567,7 @@ func (e *Engine) groupByScope(names []string) [][]string {
 	var groups [][]string
 	for _, name := range names {
 		var k key
-		for j, g := range e.peers[name] {
+		for j, g := range e.cur().peers[name] {
 			k[j] = &g[0]
 		}
 		i, ok := at[k]
@@ -688,7 +595,7 @@ func (e *Engine) createOnce(ctx context.Context, s Spec, guard func() error, spl
 	}
 	named := make(map[string]bool, len(s.VMs))
 	for _, name := range s.VMs {
-		vm := e.fleet.VM(name)
+		vm := e.vm(name)
 		if vm == nil {
 			return nil, forewarn.Errorf(forewarn.ENOTFOUND, "unknown VM %q", name)
 		}
@@ -699,7 +606,7 @@ func (e *Engine) createOnce(ctx context.Context, s Spec, guard func() error, spl
 			return nil, forewarn.Errorf(forewarn.EINVALID,
 				"VM %q cannot be live migrated (it has a GPU or onHostMaintenance TERMINATE); use %s", name, forewarn.TerminateOnHostMaintenance)
 		}
-		switch first := e.fleet.VM(s.VMs[0]); {
+		switch first := e.vm(s.VMs[0]); {
 		case s.Type == forewarn.Terminate && vm.Provider == forewarn.AWS && vm.AutoScalingGroup == "":
 			return nil, forewarn.Errorf(forewarn.EINVALID,
 				"VM %q is not in an Auto Scaling group; a Terminate is a group's scale-in (use an EC2 scheduled event such as instance-stop)", name)
@@ -729,9 +636,9 @@ func (e *Engine) createOnce(ctx context.Context, s Spec, guard func() error, spl
 	for _, names := range groups {
 		// Within a scope group, one event spans one update domain (a
 		// wave walks a group's domains).
-		first := e.fleet.VM(names[0])
+		first := e.vm(names[0])
 		for _, name := range names[1:] {
-			if vm := e.fleet.VM(name); vm.Provider == forewarn.Azure && vm.UpdateDomain != first.UpdateDomain {
+			if vm := e.vm(name); vm.Provider == forewarn.Azure && vm.UpdateDomain != first.UpdateDomain {
 				return nil, forewarn.Errorf(forewarn.EINVALID,
 					"VMs %q (update domain %d) and %q (update domain %d) are in different update domains; one event spans one update domain",
 					first.Name, first.UpdateDomain, name, vm.UpdateDomain)
@@ -741,14 +648,14 @@ func (e *Engine) createOnce(ctx context.Context, s Spec, guard func() error, spl
 	notice := s.Notice
 	if notice == 0 {
 		notice = s.Type.MinNotice()
-		if vm := e.fleet.VM(s.VMs[0]); s.Type == forewarn.Terminate && vm.ScaleSet != "" {
+		if vm := e.vm(s.VMs[0]); s.Type == forewarn.Terminate && vm.ScaleSet != "" {
 			notice = e.lockedScaleSetSettings(vm.ScaleSet).TerminateTimeout
 		}
 	}
 	if err := e.checkNotice(s.Type, notice, s.Started); err != nil {
 		return nil, err
 	}
-	if s.Type == forewarn.Terminate && notice > forewarn.MaxTerminateTimeout && !s.Started && e.fleet.VM(s.VMs[0]).Provider == forewarn.Azure {
+	if s.Type == forewarn.Terminate && notice > forewarn.MaxTerminateTimeout && !s.Started && e.vm(s.VMs[0]).Provider == forewarn.Azure {
 		return nil, forewarn.Errorf(forewarn.EINVALID,
 			"notice %s is above %s: a Terminate's notice is its scale set's notBeforeTimeout, PT5M to PT15M", notice, forewarn.MaxTerminateTimeout)
 	}
@@ -797,7 +704,7 @@ func (e *Engine) createOnce(ctx context.Context, s Spec, guard func() error, spl
 		}
 	}
 	if len(groups) > 1 && !split {
-		a, b := e.fleet.VM(groups[0][0]), e.fleet.VM(groups[1][0])
+		a, b := e.vm(groups[0][0]), e.vm(groups[1][0])
 		return nil, forewarn.Errorf(forewarn.EINVALID,
 			"VMs %q (%s) and %q (%s) are in different scope groups; one event spans one scope group (CreateAll makes one per group)",
 			a.Name, scopeGroupName(a), b.Name, scopeGroupName(b))
@@ -820,7 +727,7 @@ func (e *Engine) createOnce(ctx context.Context, s Spec, guard func() error, spl
 		if s.Type.EC2() {
 			ev.Deadline = ev.NotBefore.Add(forewarn.EC2Reschedule)
 		}
-		if vm := e.fleet.VM(names[0]); s.Type == forewarn.Preempt && vm.Provider == forewarn.AWS {
+		if vm := e.vm(names[0]); s.Type == forewarn.Preempt && vm.Provider == forewarn.AWS {
 			ev.Action = cmp.Or(vm.SpotInterruptionBehavior, "terminate")
 			// An interruption notice due now (within the second NotBefore
 			// was rounded up by) is given with the event, not a moment
@@ -884,7 +791,7 @@ func (e *Engine) approve(ctx context.Context, by string, ids []string) error {
 	}
 	var approver *forewarn.VM
 	if by != forewarn.Operator {
-		if approver = e.fleet.VM(by); approver == nil {
+		if approver = e.vm(by); approver == nil {
 			return forewarn.Errorf(forewarn.ENOTFOUND, "unknown VM %q", by)
 		}
 	}
@@ -950,7 +857,7 @@ const MaxApprovals = 16
 // e.mu must be held.
 func (e *Engine) visible(vm *forewarn.VM, ev *forewarn.Event) bool {
 	if !ev.Status.Active() {
-		return e.fleet.Visible(vm, ev)
+		return e.cur().fleet.Visible(vm, ev)
 	}
 	return slices.ContainsFunc(e.View(vm.Name).Events, func(o *forewarn.Event) bool { return o.ID == ev.ID })
 }
@@ -958,7 +865,7 @@ func (e *Engine) visible(vm *forewarn.VM, ev *forewarn.Event) bool {
 // Visible reports whether the VM named vm sees the event id, active or
 // ended, without copying the event.
 func (e *Engine) Visible(vm, id string) bool {
-	v := e.fleet.VM(vm)
+	v := e.vm(vm)
 	if v == nil {
 		return false
 	}
@@ -1122,7 +1029,7 @@ func (e *Engine) commitAs(ctx context.Context, now time.Time, changed []*forewar
 	// DocumentIncarnation is an Azure notion: only Azure VMs count changes.
 	incs := make(map[string]int64, len(touched))
 	for name := range touched {
-		if vm := e.fleet.VM(name); vm != nil && vm.Provider == forewarn.Azure {
+		if vm := e.vm(name); vm != nil && vm.Provider == forewarn.Azure {
 			incs[name] = e.inc[name] + 1
 		}
 	}
@@ -1185,7 +1092,7 @@ func (e *Engine) touchedBy(changed []*forewarn.Event) map[string]bool {
 func (e *Engine) buildView(vm *forewarn.VM) *View {
 	v := &View{VM: vm, Incarnation: e.inc[vm.Name], changed: make(chan struct{})}
 	shared := false
-	for _, g := range e.peers[vm.Name] {
+	for _, g := range e.cur().peers[vm.Name] {
 		if len(g) > 1 {
 			for _, ev := range e.byGroup[&g[0]] {
 				v.Events = append(v.Events, ev)
@@ -1237,8 +1144,8 @@ func (e *Engine) install(ev *forewarn.Event) {
 	e.count(ev, 1)
 	if ev.Type.HostMaintenance() && ev.Status == forewarn.Completed {
 		for _, r := range ev.Resources {
-			if a := e.ended[r]; a != nil {
-				raise(a, ev.EndedAt.UnixNano())
+			if m := e.member(r); m != nil {
+				raise(&m.ended, ev.EndedAt.UnixNano())
 			}
 		}
 	}
@@ -1252,7 +1159,7 @@ func (e *Engine) install(ev *forewarn.Event) {
 		if !ev.Status.Active() {
 			continue
 		}
-		for _, g := range e.peers[r] {
+		for _, g := range e.cur().peers[r] {
 			if len(g) < 2 {
 				continue
 			}
@@ -1288,7 +1195,7 @@ func (e *Engine) install(ev *forewarn.Event) {
 func (e *Engine) uninstall(old *forewarn.Event) {
 	for _, r := range old.Resources {
 		delete(e.byVM[r], old.ID)
-		for _, g := range e.peers[r] {
+		for _, g := range e.cur().peers[r] {
 			if len(g) > 1 {
 				delete(e.byGroup[&g[0]], old.ID)
 			}
@@ -1308,7 +1215,7 @@ func (e *Engine) audience(ev *forewarn.Event, set map[string]bool) {
 	var done map[**forewarn.VM]bool
 	for _, r := range ev.Resources {
 		set[r] = true
-		for _, g := range e.peers[r] {
+		for _, g := range e.cur().peers[r] {
 			if len(g) < 2 || done[&g[0]] {
 				continue
 			}
@@ -1393,15 +1300,15 @@ func groupVMs(f *forewarn.Fleet, keys func(*forewarn.VM) []string, keep func(*fo
 // key now. A live migration warns only VMs that read the key since their
 // last maintenance event. It is safe to call on every request.
 func (e *Engine) NoteQuery(name string) {
-	q := e.queried[name]
-	if q == nil {
+	m := e.member(name)
+	if m == nil {
 		return
 	}
 	now := time.Now().UnixNano()
-	q.Store(now)
+	m.queried.Store(now)
 	// The first read after a maintenance ended decides the next one's
 	// warning: it is stored, for the leader, whichever replica that is.
-	if saved := e.savedQ[name].Load(); saved == 0 || saved <= e.ended[name].Load() {
+	if saved := m.savedQ.Load(); saved == 0 || saved <= m.ended.Load() {
 		select {
 		case e.persist <- name:
 		default: // a later read tries again
@@ -1413,8 +1320,8 @@ func (e *Engine) NoteQuery(name string) {
 // since its last host maintenance event ended. e.mu must be held.
 func (e *Engine) watched(ev *forewarn.Event) bool {
 	for _, name := range ev.Resources {
-		q := e.queried[name]
-		if q == nil || q.Load() == 0 {
+		m := e.member(name)
+		if m == nil || m.queried.Load() == 0 {
 			continue
 		}
 		var lastEnd time.Time
@@ -1423,7 +1330,7 @@ func (e *Engine) watched(ev *forewarn.Event) bool {
 				lastEnd = other.EndedAt
 			}
 		}
-		if lastEnd.IsZero() || q.Load() > lastEnd.UnixNano() {
+		if lastEnd.IsZero() || m.queried.Load() > lastEnd.UnixNano() {
 			return true
 		}
 	}
@@ -1458,7 +1365,7 @@ type VMOptions struct {
 // Notice ends (for hibernation, as it ends), and the rebalance
 // recommendation at once. The default Notice is the two minutes.
 func (e *Engine) EvictWith(ctx context.Context, name string, o VMOptions) (*forewarn.Event, error) {
-	vm := e.fleet.VM(name)
+	vm := e.vm(name)
 	if vm == nil {
 		return nil, forewarn.Errorf(forewarn.ENOTFOUND, "unknown VM %q", name)
 	}

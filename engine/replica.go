@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/forewarn/forewarn"
+	"github.com/forewarn/forewarn/internal/cow"
 )
 
 // An engine is split in two. Every replica applies what is committed to
@@ -207,6 +208,15 @@ func (e *Engine) apply(u *forewarn.Update) bool {
 		return false
 	}
 	touched := e.touchedBy(c.Events)
+	var gone []*forewarn.VM
+	inventory := len(c.Inventory) > 0 || len(c.InventorySets) > 0
+	if inventory {
+		var moved map[string]bool
+		_, gone, moved = e.applyInventory(u.Revision, c.Inventory, c.InventorySets)
+		for name := range moved {
+			touched[name] = true
+		}
+	}
 	for _, id := range c.Deletes {
 		if old := e.events[id]; old != nil {
 			if old.Status.Active() {
@@ -221,8 +231,11 @@ func (e *Engine) apply(u *forewarn.Update) bool {
 	for _, ev := range c.Events {
 		e.install(ev)
 	}
+	if inventory {
+		e.reindexGroups()
+	}
 	for name, n := range c.Incarnations {
-		if _, ok := e.inc[name]; ok && n > e.inc[name] {
+		if n > e.inc[name] {
 			e.inc[name] = n
 			touched[name] = true
 		}
@@ -233,6 +246,7 @@ func (e *Engine) apply(u *forewarn.Update) bool {
 	e.noteRecords(c.VMs)
 	e.setRev(u.Revision)
 	e.publish(touched)
+	e.retire(gone)
 	now := time.Now()
 	for _, ev := range c.Events {
 		e.arm(ev, now)
@@ -244,18 +258,19 @@ func (e *Engine) apply(u *forewarn.Update) bool {
 // called, as any replica saw it. e.mu must be held.
 func (e *Engine) noteRecords(vms map[string]*forewarn.VMRecord) {
 	for name, r := range vms {
-		if e.seen[name] == nil {
+		m := e.member(name)
+		if m == nil {
 			continue
 		}
 		if !r.LastSeen.IsZero() {
 			ns := r.LastSeen.UnixNano()
-			raise(e.seen[name], ns)
-			raise(e.saved[name], ns)
+			raise(&m.seen, ns)
+			raise(&m.saved, ns)
 		}
 		if !r.Queried.IsZero() {
 			ns := r.Queried.UnixNano()
-			raise(e.queried[name], ns)
-			raise(e.savedQ[name], ns)
+			raise(&m.queried, ns)
+			raise(&m.savedQ, ns)
 		}
 	}
 }
@@ -274,13 +289,13 @@ func raise(a *atomic.Int64, n int64) {
 // and hands them to the subscribers. e.mu must be held.
 func (e *Engine) publish(touched map[string]bool) {
 	for name := range touched {
-		vm := e.fleet.VM(name)
-		if vm == nil {
+		vm := e.vm(name)
+		m := e.member(name)
+		if vm == nil || m == nil {
 			continue
 		}
-		p := e.views[vm.Name]
 		v := e.buildView(vm)
-		if old := p.Swap(v); old != nil {
+		if old := m.view.Swap(v); old != nil {
 			close(old.changed)
 		}
 		for _, fn := range e.subs {
@@ -304,18 +319,40 @@ func (e *Engine) reset(st *forewarn.State) {
 	for name, r := range st.ScaleSets {
 		e.setOverrides[name] = *r
 	}
+	// The inventory first: the events are indexed by its scope groups.
+	inv := e.cur()
+	next := buildInventory(st.InventoryRevision, st.Inventory, st.InventorySets)
+	var gone []*forewarn.VM
+	for _, vm := range inv.fleet.VMs {
+		if next.defs[vm.Name] == nil {
+			gone = append(gone, vm)
+		}
+	}
+	var adds []cow.Entry[string, *member]
+	for name := range next.defs {
+		if e.member(name) == nil {
+			adds = append(adds, cow.Entry[string, *member]{Key: name, Value: &member{}})
+		}
+	}
+	e.members.Apply(adds)
+	e.inv.Store(next)
 	for _, ev := range st.Events {
 		e.install(ev)
 	}
-	touched := make(map[string]bool, len(e.fleet.VMs))
-	for _, vm := range e.fleet.VMs {
-		// Never backwards on this replica, whatever the store says.
-		e.inc[vm.Name] = max(e.inc[vm.Name], st.Incarnations[vm.Name], 1)
+	// Never backwards on this replica, whatever the store says, and kept
+	// for VMs that left the inventory, should they come back.
+	for name, n := range st.Incarnations {
+		e.inc[name] = max(e.inc[name], n)
+	}
+	touched := make(map[string]bool, len(next.fleet.VMs))
+	for _, vm := range next.fleet.VMs {
+		e.inc[vm.Name] = max(e.inc[vm.Name], 1)
 		touched[vm.Name] = true
 	}
 	e.noteRecords(st.VMs)
 	e.setRev(st.Revision)
 	e.publish(touched)
+	e.retire(gone)
 	now := time.Now()
 	for _, ev := range e.events {
 		e.arm(ev, now)

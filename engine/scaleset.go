@@ -41,7 +41,7 @@ func (e *Engine) scaleSetSettings(name string) forewarn.ScaleSetRecord {
 	if r, ok := e.setOverrides[name]; ok {
 		return r
 	}
-	return e.fleet.ScaleSetSettings(name)
+	return e.cur().fleet.ScaleSetSettings(name)
 }
 
 // lockedScaleSetSettings is scaleSetSettings for callers without the lock.
@@ -56,8 +56,8 @@ func (e *Engine) lockedScaleSetSettings(name string) forewarn.ScaleSetRecord {
 func (e *Engine) ScaleSets() []ScaleSetInfo {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	out := make([]ScaleSetInfo, 0, len(e.scaleSets))
-	for name, vms := range e.scaleSets {
+	out := make([]ScaleSetInfo, 0, len(e.cur().scaleSets))
+	for name, vms := range e.cur().scaleSets {
 		out = append(out, e.scaleSetInfo(name, len(vms)))
 	}
 	slices.SortFunc(out, func(a, b ScaleSetInfo) int { return cmp.Compare(a.Name, b.Name) })
@@ -143,7 +143,7 @@ func (e *Engine) setScaleSet(ctx context.Context, name string, c ScaleSetChange)
 	if e.closed {
 		return ScaleSetInfo{}, errClosed
 	}
-	vms, ok := e.scaleSets[name]
+	vms, ok := e.cur().scaleSets[name]
 	if !ok {
 		return ScaleSetInfo{}, forewarn.Errorf(forewarn.ENOTFOUND, "no scale set is named %q", name)
 	}

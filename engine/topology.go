@@ -20,7 +20,7 @@ func (e *Engine) scaleSetOf(ev *forewarn.Event) string {
 	if len(ev.Resources) == 0 {
 		return ""
 	}
-	if vm := e.fleet.VM(ev.Resources[0]); vm != nil {
+	if vm := e.vm(ev.Resources[0]); vm != nil {
 		return vm.ScaleSet
 	}
 	return ""
@@ -54,7 +54,7 @@ func (e *Engine) StartVM(ctx context.Context, name string) (info VMInfo, err err
 }
 
 func (e *Engine) startVM(ctx context.Context, name string) (VMInfo, error) {
-	vm := e.fleet.VM(name)
+	vm := e.vm(name)
 	switch {
 	case vm == nil:
 		return VMInfo{}, forewarn.Errorf(forewarn.ENOTFOUND, "unknown VM %q", name)
@@ -167,7 +167,7 @@ func (e *Engine) settle(now time.Time, changed []*forewarn.Event) []*forewarn.Ev
 			gone := map[string]bool{}
 			var others []string
 			for _, name := range c.Resources {
-				if vm := e.fleet.VM(name); vm == nil || !removes(c, vm) {
+				if vm := e.vm(name); vm == nil || !removes(c, vm) {
 					continue
 				}
 				gone[name] = true
@@ -307,7 +307,7 @@ func terminatesDue(pending []*forewarn.Event, now time.Time) []*forewarn.Event {
 
 // domainOf returns the update domain of ev's Resources.
 func (e *Engine) domainOf(ev *forewarn.Event) int {
-	if vm := e.fleet.VM(ev.Resources[0]); vm != nil {
+	if vm := e.vm(ev.Resources[0]); vm != nil {
 		return vm.UpdateDomain
 	}
 	return 0
@@ -319,14 +319,14 @@ func (e *Engine) domainOf(ev *forewarn.Event) int {
 // on every request: the store is written at most once an hour per VM, in
 // the background.
 func (e *Engine) NoteRequest(name string) (enabled bool) {
-	seen := e.seen[name]
-	if seen == nil {
+	m := e.member(name)
+	if m == nil {
 		return false
 	}
 	now := time.Now().UnixNano()
-	prev := seen.Swap(now)
+	prev := m.seen.Swap(now)
 	enabled = prev == 0 || time.Duration(now-prev) >= e.disableAfter
-	if enabled || time.Duration(now-e.saved[name].Load()) >= min(savePeriod, e.disableAfter/2) {
+	if enabled || time.Duration(now-m.saved.Load()) >= min(savePeriod, e.disableAfter/2) {
 		select {
 		case e.persist <- name:
 		default: // a later request tries again
@@ -338,7 +338,11 @@ func (e *Engine) NoteRequest(name string) (enabled bool) {
 // enabled reports whether the VM named name has scheduled events enabled
 // at now.
 func (e *Engine) enabled(name string, now time.Time) bool {
-	ns := e.seen[name].Load()
+	m := e.member(name)
+	if m == nil {
+		return false
+	}
+	ns := m.seen.Load()
 	return ns != 0 && now.Sub(time.Unix(0, ns)) < e.disableAfter
 }
 
@@ -354,7 +358,7 @@ func (e *Engine) unheard(ev *forewarn.Event, now time.Time) bool {
 	}
 	cache := map[**forewarn.VM]bool{}
 	for _, name := range ev.Resources {
-		vm := e.fleet.VM(name)
+		vm := e.vm(name)
 		if vm == nil || vm.Provider != forewarn.Azure || e.serviceEnabled(vm, now, cache) {
 			return false
 		}
@@ -373,9 +377,9 @@ func (e *Engine) unheard(ev *forewarn.Event, now time.Time) bool {
 // cache remembers the answer per group, keyed by the group's first slot,
 // so that asking for every VM of the fleet stays linear.
 func (e *Engine) serviceEnabled(vm *forewarn.VM, now time.Time, cache map[**forewarn.VM]bool) bool {
-	groups, ok := e.services[vm.Name]
+	groups, ok := e.cur().services[vm.Name]
 	if !ok {
-		groups = e.peers[vm.Name]
+		groups = e.cur().peers[vm.Name]
 	}
 	for _, g := range groups {
 		on, ok := cache[&g[0]]
@@ -441,14 +445,18 @@ func (e *Engine) saveSeen(names []string) {
 		recs := map[string]*forewarn.VMRecord{}
 		saved, savedQs = map[string]int64{}, map[string]int64{}
 		for _, name := range names {
-			ns, stored := e.seen[name].Load(), e.saved[name].Load()
-			q, storedQ := e.queried[name].Load(), e.savedQ[name].Load()
+			m := e.member(name)
+			if m == nil {
+				continue // it left the inventory
+			}
+			ns, stored := m.seen.Load(), m.saved.Load()
+			q, storedQ := m.queried.Load(), m.savedQ.Load()
 			seenStale := ns != 0 && (stored == 0 || time.Duration(ns-stored) >= min(savePeriod, e.disableAfter/2))
-			queryNew := q > storedQ && (storedQ == 0 || storedQ <= e.ended[name].Load())
+			queryNew := q > storedQ && (storedQ == 0 || storedQ <= m.ended.Load())
 			if !seenStale && !queryNew {
 				continue
 			}
-			rec := &forewarn.VMRecord{Peers: e.peerSig[name]}
+			rec := &forewarn.VMRecord{Peers: e.cur().peerSig[name]}
 			if ns != 0 {
 				rec.LastSeen = time.Unix(0, ns).UTC()
 			}
@@ -469,8 +477,10 @@ func (e *Engine) saveSeen(names []string) {
 		return
 	}
 	for name, ns := range saved {
-		raise(e.saved[name], ns)
-		raise(e.savedQ[name], savedQs[name])
+		if m := e.member(name); m != nil {
+			raise(&m.saved, ns)
+			raise(&m.savedQ, savedQs[name])
+		}
 	}
 }
 
@@ -524,7 +534,7 @@ func (e *Engine) startWave(ctx context.Context, s WaveSpec) (*Wave, error) {
 	default:
 		return nil, forewarn.Errorf(forewarn.EINVALID, "a maintenance wave is Freeze, Reboot or Redeploy, not %q", s.Type)
 	}
-	_, vms, err := e.fleet.Scope(s.Scope)
+	_, vms, err := e.cur().fleet.Scope(s.Scope)
 	if err != nil {
 		return nil, err
 	}
@@ -611,7 +621,7 @@ func (e *Engine) wave(id string) *Wave {
 	for i, ev := range evs {
 		if i == 0 {
 			w.Type, w.Created = ev.Type, ev.Created
-			if vm := e.fleet.VM(ev.Resources[0]); vm != nil {
+			if vm := e.vm(ev.Resources[0]); vm != nil {
 				w.Scope = cmp.Or(vm.AvailabilitySet, vm.CloudService, vm.ScaleSet)
 			}
 		}
@@ -642,7 +652,7 @@ const DefaultScaleInLasts = 2 * time.Minute
 // target-lifecycle-state reads Terminated) and completes, the VM gone,
 // after Lasts (DefaultScaleInLasts). Notice applies to no delete.
 func (e *Engine) DeleteWith(ctx context.Context, name string, o VMOptions) (*forewarn.Event, error) {
-	vm := e.fleet.VM(name)
+	vm := e.vm(name)
 	switch {
 	case vm == nil:
 		return nil, forewarn.Errorf(forewarn.ENOTFOUND, "unknown VM %q", name)

@@ -1,0 +1,520 @@
+package engine
+
+import (
+	"cmp"
+	"context"
+	"maps"
+	"net/netip"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/forewarn/forewarn"
+	"github.com/forewarn/forewarn/internal/cow"
+)
+
+// member is one VM's state beside its definition: created when the VM
+// joins the inventory, dropped when it leaves it.
+type member struct {
+	view atomic.Pointer[View]
+	// queried is when the VM last read its maintenance-event key (Unix
+	// ns; 0 for never since the engine started); savedQ is the Queried
+	// the store holds, and ended when its last host maintenance event
+	// ended: a read after that is written, so every replica's leader
+	// knows of it.
+	queried, savedQ, ended atomic.Int64
+	// seen is when the VM last called its metadata API (Unix ns), and
+	// saved what the store holds of it.
+	seen, saved atomic.Int64
+}
+
+// inventory is the fleet as of one inventory revision, with its indexes.
+// It is immutable once built: a change builds a new one.
+type inventory struct {
+	// rev is the store's InventoryRevision it reflects.
+	rev   int64
+	fleet *forewarn.Fleet
+	defs  map[string]*forewarn.Definition
+	sets  map[string]*forewarn.ScaleSet
+	// nextSeq is the Seq the next VM registered gets.
+	nextSeq int64
+	// peers holds, for each VM, the groups of VMs it shares a scope with
+	// (each group includes the VM itself); services, for each VM of a
+	// scale set, the groups it shares enablement with.
+	peers, services map[string][][]*forewarn.VM
+	// scaleSets lists the VM names of each scale set.
+	scaleSets map[string][]string
+	// peerSig fingerprints each Azure VM's peers (see VMRecord.Peers).
+	peerSig map[string]string
+	// index finds a VM by the source address of its requests.
+	index *forewarn.Index
+}
+
+// buildInventory indexes the definitions defs and scale sets sets, as of
+// inventory revision rev. The fleet lists the VMs by Seq.
+func buildInventory(rev int64, defs map[string]*forewarn.Definition, sets map[string]*forewarn.ScaleSet) *inventory {
+	inv := &inventory{rev: rev, defs: defs, sets: sets, nextSeq: 1}
+	order := make([]*forewarn.Definition, 0, len(defs))
+	for _, d := range defs {
+		order = append(order, d)
+		inv.nextSeq = max(inv.nextSeq, d.Seq+1)
+	}
+	slices.SortFunc(order, func(a, b *forewarn.Definition) int {
+		return cmp.Or(cmp.Compare(a.Seq, b.Seq), cmp.Compare(a.VM.Name, b.VM.Name))
+	})
+	f := &forewarn.Fleet{VMs: make([]*forewarn.VM, len(order))}
+	for i, d := range order {
+		f.VMs[i] = d.VM
+	}
+	for _, name := range slices.Sorted(maps.Keys(sets)) {
+		f.ScaleSets = append(f.ScaleSets, sets[name])
+	}
+	inv.fleet = f
+	inv.peers = scopeGroups(f)
+	inv.services = serviceGroups(f)
+	inv.scaleSets = make(map[string][]string)
+	for _, vm := range f.VMs {
+		if vm.ScaleSet != "" {
+			inv.scaleSets[vm.ScaleSet] = append(inv.scaleSets[vm.ScaleSet], vm.Name)
+		}
+	}
+	inv.peerSig = make(map[string]string, len(f.VMs))
+	sigs := map[[3]*forewarn.VM]string{} // by the groups' first VMs
+	for _, vm := range f.VMs {
+		if vm.Provider != forewarn.Azure {
+			continue
+		}
+		groups := inv.peers[vm.Name]
+		var key [3]*forewarn.VM
+		for i, g := range groups {
+			key[i] = g[0]
+		}
+		sig, ok := sigs[key]
+		if !ok {
+			sig = peerSignature(groups)
+			sigs[key] = sig
+		}
+		inv.peerSig[vm.Name] = sig
+	}
+	inv.index = forewarn.NewIndex(f)
+	return inv
+}
+
+// cur returns the inventory in force.
+func (e *Engine) cur() *inventory { return e.inv.Load() }
+
+// vm returns the VM named name in the inventory in force, or nil.
+func (e *Engine) vm(name string) *forewarn.VM { return e.cur().fleet.VM(name) }
+
+// member returns the per-VM state of the VM named name, or nil.
+func (e *Engine) member(name string) *member {
+	m, _ := e.members.Load(name)
+	return m
+}
+
+// newMembers returns an empty member map.
+func newMembers() *cow.Map[string, *member] { return cow.New[string, *member](cow.String) }
+
+// Fleet returns the inventory in force: every VM in registration order
+// and the scale sets' settings. It must not be modified; a change of the
+// inventory makes a new one.
+func (e *Engine) Fleet() *forewarn.Fleet { return e.cur().fleet }
+
+// InventoryRevision returns the store revision of the latest change of
+// the inventory in force; 0 when the store never held one.
+func (e *Engine) InventoryRevision() int64 { return e.cur().rev }
+
+// Lookup returns the VM whose requests come from addr, or else the VM
+// of the inventory that answers every caller of provider p's API, or
+// nil. It reads the inventory in force without a lock.
+func (e *Engine) Lookup(addr netip.Addr, p forewarn.Provider) *forewarn.VM {
+	return e.cur().index.Lookup(addr, p)
+}
+
+// InventoryChange is one change of the inventory, made in one commit.
+type InventoryChange struct {
+	// Set adds each VM, or replaces the definition of the VM of its name.
+	Set []*forewarn.VM
+	// Remove deregisters the VMs named: no Terminate, no notice. Their
+	// active events drop them; an event left with no VM is canceled.
+	Remove []string
+	// SetScaleSets and RemoveScaleSets do the same for scale set
+	// settings.
+	SetScaleSets    []*forewarn.ScaleSet
+	RemoveScaleSets []string
+	// IfMatch, when not 0, is the inventory revision the change was made
+	// against: when the inventory has moved on since, the change is
+	// refused with EPRECONDITION.
+	IfMatch int64
+	// Check, when set, validates the whole inventory the change would
+	// make; its error refuses the change.
+	Check func(*forewarn.Fleet) error
+}
+
+// ChangeInventory makes c in one commit and returns the inventory
+// revision it is at afterwards (unchanged when c changes nothing).
+// Errors: EPRECONDITION for a stale IfMatch, ENOTFOUND for a removal of a
+// VM or scale set not in the inventory, EINVALID from Check,
+// EUNAVAILABLE after Close.
+func (e *Engine) ChangeInventory(ctx context.Context, c InventoryChange) (rev int64, err error) {
+	err = e.retry(ctx, func(ctx context.Context) error {
+		rev, err = e.changeInventoryOnce(ctx, c)
+		return err
+	})
+	return rev, err
+}
+
+func (e *Engine) changeInventoryOnce(ctx context.Context, c InventoryChange) (int64, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return 0, errClosed
+	}
+	inv := e.cur()
+	if c.IfMatch != 0 && c.IfMatch != inv.rev {
+		return 0, forewarn.Errorf(forewarn.EPRECONDITION,
+			"the inventory is at revision %d, not %d: it changed since; read it again", inv.rev, c.IfMatch)
+	}
+	defs := map[string]*forewarn.Definition{}
+	sets := map[string]*forewarn.ScaleSet{}
+	next := inv.nextSeq
+	for _, name := range c.Remove {
+		if inv.defs[name] == nil {
+			return 0, forewarn.Errorf(forewarn.ENOTFOUND, "no VM named %q", name)
+		}
+		defs[name] = nil
+	}
+	for _, vm := range c.Set {
+		if vm == nil || vm.Name == "" {
+			return 0, forewarn.Errorf(forewarn.EINVALID, "a VM without a name")
+		}
+		old := inv.defs[vm.Name]
+		switch {
+		case old != nil && sameVM(old.VM, vm):
+			delete(defs, vm.Name)
+		case old != nil:
+			defs[vm.Name] = &forewarn.Definition{VM: vm, Seq: old.Seq}
+		default:
+			defs[vm.Name] = &forewarn.Definition{VM: vm, Seq: next}
+			next++
+		}
+	}
+	for _, name := range c.RemoveScaleSets {
+		if inv.sets[name] == nil {
+			return 0, forewarn.Errorf(forewarn.ENOTFOUND, "no scale set named %q", name)
+		}
+		sets[name] = nil
+	}
+	for _, ss := range c.SetScaleSets {
+		if old := inv.sets[ss.Name]; old != nil && *old == *ss {
+			delete(sets, ss.Name)
+		} else {
+			sets[ss.Name] = ss
+		}
+	}
+	if len(defs) == 0 && len(sets) == 0 {
+		return inv.rev, nil
+	}
+	nextInv := inv.with(0, defs, sets)
+	if c.Check != nil {
+		if err := c.Check(nextInv.fleet); err != nil {
+			return 0, err
+		}
+	}
+	now := time.Now()
+	changed := e.dropRemoved(inv, nextInv, now)
+	if err := e.commitInventory(ctx, now, nextInv, defs, sets, changed); err != nil {
+		return 0, err
+	}
+	return e.cur().rev, nil
+}
+
+// sameVM reports whether a and b define the same VM.
+func sameVM(a, b *forewarn.VM) bool { return *a == *b }
+
+// with returns the inventory inv changes into with the definitions defs
+// and sets (a nil value removes), at revision rev.
+func (inv *inventory) with(rev int64, defs map[string]*forewarn.Definition, sets map[string]*forewarn.ScaleSet) *inventory {
+	d := maps.Clone(inv.defs)
+	if d == nil {
+		d = map[string]*forewarn.Definition{}
+	}
+	for name, def := range defs {
+		if def == nil {
+			delete(d, name)
+		} else {
+			d[name] = def
+		}
+	}
+	s := maps.Clone(inv.sets)
+	if s == nil {
+		s = map[string]*forewarn.ScaleSet{}
+	}
+	for name, ss := range sets {
+		if ss == nil {
+			delete(s, name)
+		} else {
+			s[name] = ss
+		}
+	}
+	return buildInventory(rev, d, s)
+}
+
+// dropRemoved returns the new versions of the active events that name
+// VMs in inv but not in next: without them, and canceled when none is
+// left. e.mu must be held.
+func (e *Engine) dropRemoved(inv, next *inventory, now time.Time) []*forewarn.Event {
+	byID := map[string]*forewarn.Event{}
+	for name := range inv.defs {
+		if next.defs[name] != nil {
+			continue
+		}
+		for _, ev := range e.byVM[name] {
+			if !ev.Status.Active() && ev.Status != forewarn.Pending {
+				continue
+			}
+			c := byID[ev.ID]
+			if c == nil {
+				c = ev.Clone()
+				byID[ev.ID] = c
+			}
+			c.Resources = slices.DeleteFunc(c.Resources, func(r string) bool { return r == name })
+		}
+	}
+	out := make([]*forewarn.Event, 0, len(byID))
+	for _, id := range slices.Sorted(maps.Keys(byID)) {
+		c := byID[id]
+		if len(c.Resources) == 0 {
+			c.Status, c.EndedAt, c.NotBefore = forewarn.Canceled, now.Round(0), time.Time{}
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// moved returns the Azure VMs of next whose peers differ from inv's
+// (they joined, left or changed a scope group) and that share a group
+// with an active event in either: their documents may change. e.mu must
+// be held.
+func (e *Engine) moved(inv, next *inventory) map[string]bool {
+	out := map[string]bool{}
+	for name, sig := range next.peerSig {
+		if old, ok := inv.peerSig[name]; ok && old == sig {
+			continue
+		}
+		if e.groupsHaveEvents(inv.peers[name]) || e.groupsHaveEvents(next.peers[name]) {
+			out[name] = true
+		}
+		for _, g := range inv.peers[name] {
+			for _, ev := range e.byVM[name] {
+				if ev.Status.Active() && len(g) > 1 {
+					for _, p := range g {
+						out[p.Name] = true
+					}
+					break
+				}
+			}
+		}
+	}
+	return out
+}
+
+// groupsHaveEvents reports whether any VM of groups is named by an
+// active event. e.mu must be held.
+func (e *Engine) groupsHaveEvents(groups [][]*forewarn.VM) bool {
+	for _, g := range groups {
+		for _, vm := range g {
+			for _, ev := range e.byVM[vm.Name] {
+				if ev.Status.Active() {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// commitInventory writes the inventory change (defs and sets, making
+// next) with the event versions changed, and installs it all. e.mu must
+// be held.
+func (e *Engine) commitInventory(ctx context.Context, now time.Time, next *inventory, defs map[string]*forewarn.Definition, sets map[string]*forewarn.ScaleSet, changed []*forewarn.Event) error {
+	inv := e.cur()
+	changed = e.settle(now, changed)
+	moves := e.transitions(changed)
+	touched := e.touchedBy(changed)
+	for name := range e.moved(inv, next) {
+		touched[name] = true
+	}
+	incs := make(map[string]int64, len(touched)+len(defs))
+	for name := range touched {
+		if vm := next.fleet.VM(name); vm != nil && vm.Provider == forewarn.Azure {
+			incs[name] = e.inc[name] + 1
+		}
+	}
+	recs := map[string]*forewarn.VMRecord{}
+	for name, d := range defs {
+		if d == nil {
+			continue
+		}
+		if inv.defs[name] == nil && e.inc[name] > 0 {
+			// Registered again: its document starts past every one it
+			// was served before.
+			incs[name] = e.inc[name] + 1
+		}
+		if sig, ok := next.peerSig[name]; ok && sig != inv.peerSig[name] {
+			recs[name] = &forewarn.VMRecord{Peers: sig}
+		}
+	}
+	for name := range touched {
+		if sig, ok := next.peerSig[name]; ok && sig != inv.peerSig[name] && recs[name] == nil {
+			recs[name] = &forewarn.VMRecord{Peers: sig}
+		}
+	}
+	for name, r := range recs {
+		if m := e.member(name); m != nil {
+			r.LastSeen = unixTime(m.saved.Load())
+			r.Queried = unixTime(m.savedQ.Load())
+		}
+	}
+	covered, err := e.write(ctx, &forewarn.Change{Events: changed, Incarnations: incs, VMs: recs, Inventory: defs, InventorySets: sets})
+	if err != nil {
+		return err
+	}
+	for _, m := range moves {
+		e.obs.Transition(m.t, m.from, m.to)
+	}
+	if covered {
+		return nil // the follow loop installed it
+	}
+	e.installInventory(next.withRev(e.rev), defs, changed, incs, touched)
+	for _, c := range changed {
+		e.arm(c, now)
+	}
+	return nil
+}
+
+// withRev returns inv at revision rev.
+func (inv *inventory) withRev(rev int64) *inventory {
+	c := *inv
+	c.rev = rev
+	return &c
+}
+
+// installInventory puts next in force with the event versions changed
+// and the incarnations incs, and publishes the views of the VMs
+// touched, added, changed or removed. e.mu must be held.
+func (e *Engine) installInventory(next *inventory, defs map[string]*forewarn.Definition, changed []*forewarn.Event, incs map[string]int64, touched map[string]bool) {
+	inv := e.cur()
+	var adds []cow.Entry[string, *member]
+	var gone []*forewarn.VM
+	for name, d := range defs {
+		switch {
+		case d == nil:
+			if old := inv.fleet.VM(name); old != nil {
+				gone = append(gone, old)
+			}
+		case e.member(name) == nil:
+			adds = append(adds, cow.Entry[string, *member]{Key: name, Value: &member{}})
+		}
+		if d != nil {
+			touched[name] = true
+			e.inc[name] = max(e.inc[name], 1)
+		}
+	}
+	e.members.Apply(adds)
+	e.inv.Store(next)
+	for _, c := range changed {
+		e.install(c)
+	}
+	e.reindexGroups()
+	for name, n := range incs {
+		e.inc[name] = max(e.inc[name], n)
+	}
+	e.publish(touched)
+	e.retire(gone)
+}
+
+// retire drops the members of the VMs gone, which left the inventory:
+// each gets a last view, marked Removed, that wakes whoever waits on its
+// document. e.mu must be held.
+func (e *Engine) retire(gone []*forewarn.VM) {
+	if len(gone) == 0 {
+		return
+	}
+	dels := make([]cow.Entry[string, *member], 0, len(gone))
+	for _, vm := range gone {
+		m := e.member(vm.Name)
+		if m == nil {
+			continue
+		}
+		v := &View{VM: vm, Incarnation: e.inc[vm.Name], Removed: true, changed: make(chan struct{})}
+		if old := m.view.Swap(v); old != nil {
+			close(old.changed)
+		}
+		for _, fn := range e.subs {
+			fn(v)
+		}
+		dels = append(dels, cow.Entry[string, *member]{Key: vm.Name, Delete: true})
+	}
+	e.members.Apply(dels)
+}
+
+// reindexGroups indexes every active event by the scope groups of the
+// inventory in force. e.mu must be held.
+func (e *Engine) reindexGroups() {
+	e.byGroup = make(map[**forewarn.VM]map[string]*forewarn.Event)
+	peers := e.cur().peers
+	for _, ev := range e.events {
+		if !ev.Status.Active() {
+			continue
+		}
+		for _, r := range ev.Resources {
+			for _, g := range peers[r] {
+				if len(g) < 2 {
+					continue
+				}
+				m := e.byGroup[&g[0]]
+				if m == nil {
+					m = map[string]*forewarn.Event{}
+					e.byGroup[&g[0]] = m
+				}
+				m[ev.ID] = ev
+			}
+		}
+	}
+}
+
+// applyInventory installs the inventory part of a commit another replica
+// (or this one, through the follow loop) made: defs and sets at revision
+// rev. It returns the VMs whose views it must publish. e.mu must be held,
+// and the commit's events not yet installed.
+func (e *Engine) applyInventory(rev int64, defs map[string]*forewarn.Definition, sets map[string]*forewarn.ScaleSet) (next *inventory, gone []*forewarn.VM, touched map[string]bool) {
+	inv := e.cur()
+	next = inv.with(rev, defs, sets)
+	touched = e.moved(inv, next)
+	var adds []cow.Entry[string, *member]
+	for name, d := range defs {
+		if d == nil {
+			if old := inv.fleet.VM(name); old != nil {
+				gone = append(gone, old)
+			}
+			continue
+		}
+		touched[name] = true
+		e.inc[name] = max(e.inc[name], 1)
+		if e.member(name) == nil {
+			adds = append(adds, cow.Entry[string, *member]{Key: name, Value: &member{}})
+		}
+	}
+	e.members.Apply(adds)
+	e.inv.Store(next)
+	return next, gone, touched
+}
+
+// unixTime returns the time of Unix nanoseconds ns, zero for 0.
+func unixTime(ns int64) time.Time {
+	if ns == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns).UTC()
+}
