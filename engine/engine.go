@@ -226,7 +226,7 @@ type Engine struct {
 	deadlines deadlineHeap
 	wake      *time.Timer
 	wakeAt    time.Time
-	subs      []func(*View)
+	subs      []func([]*View)
 	// counts holds how many events of each type and status events holds.
 	counts map[typeStatus]int
 	// obs receives measurements; never nil.
@@ -365,12 +365,29 @@ func (e *Engine) View(name string) *View {
 // view as it is published, in order. fn runs with the engine locked: it
 // must be quick and must not call the engine.
 func (e *Engine) Subscribe(fn func(*View)) {
+	e.SubscribeBatch(func(vs []*View) {
+		for _, v := range vs {
+			fn(v)
+		}
+	})
+}
+
+// SubscribeBatch is Subscribe for a subscriber that takes the views of
+// one change together: fn gets every VM's current view now, then the
+// views each change publishes, in one call per change. A VM that left
+// the inventory gets a last view with Removed set. fn runs with the
+// engine locked: it must be quick and must not call the engine, and it
+// must not keep the slice.
+func (e *Engine) SubscribeBatch(fn func([]*View)) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.subs = append(e.subs, fn)
-	for _, vm := range e.cur().fleet.VMs {
-		fn(e.member(vm.Name).view.Load())
+	vms := e.cur().fleet.VMs
+	vs := make([]*View, 0, len(vms))
+	for _, vm := range vms {
+		vs = append(vs, e.member(vm.Name).view.Load())
 	}
+	fn(vs)
 }
 
 // Event returns a copy of the event with the given ID.

@@ -442,6 +442,7 @@ func (e *Engine) retire(gone []*forewarn.VM) {
 		return
 	}
 	dels := make([]cow.Entry[string, *member], 0, len(gone))
+	vs := make([]*View, 0, len(gone))
 	for _, vm := range gone {
 		m := e.member(vm.Name)
 		if m == nil {
@@ -451,10 +452,11 @@ func (e *Engine) retire(gone []*forewarn.VM) {
 		if old := m.view.Swap(v); old != nil {
 			close(old.changed)
 		}
-		for _, fn := range e.subs {
-			fn(v)
-		}
+		vs = append(vs, v)
 		dels = append(dels, cow.Entry[string, *member]{Key: vm.Name, Delete: true})
+	}
+	for _, fn := range e.subs {
+		fn(vs)
 	}
 	e.members.Apply(dels)
 }

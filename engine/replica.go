@@ -288,6 +288,7 @@ func raise(a *atomic.Int64, n int64) {
 // publish rebuilds the views of the VMs named in touched, replaces them
 // and hands them to the subscribers. e.mu must be held.
 func (e *Engine) publish(touched map[string]bool) {
+	vs := make([]*View, 0, len(touched))
 	for name := range touched {
 		vm := e.vm(name)
 		m := e.member(name)
@@ -298,9 +299,13 @@ func (e *Engine) publish(touched map[string]bool) {
 		if old := m.view.Swap(v); old != nil {
 			close(old.changed)
 		}
-		for _, fn := range e.subs {
-			fn(v)
-		}
+		vs = append(vs, v)
+	}
+	if len(vs) == 0 {
+		return
+	}
+	for _, fn := range e.subs {
+		fn(vs)
 	}
 }
 
