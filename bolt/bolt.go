@@ -27,8 +27,10 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -55,6 +57,11 @@ var (
 // of the file.
 const lockTimeout = time.Second
 
+// allocSize is how much room the file gains beyond what a commit needs
+// when it grows (bbolt's AllocSize, 16 MiB by default, would make a new
+// store's file that large).
+const allocSize = 1 << 20
+
 var (
 	eventsBucket         = []byte("events")
 	incarnationsBucket   = []byte("incarnations")
@@ -66,6 +73,23 @@ var (
 	revisionKey          = []byte("revision")
 	inventoryRevisionKey = []byte("inventoryRevision")
 )
+
+// mmapSize returns the address space a store maps at open. bbolt maps
+// the file and maps it again each time it outgrows the mapping, and each
+// new mapping copies every key and value the transaction in progress has
+// touched out of the old one (and waits for every Load in progress): a
+// commit of 100,000 definitions to a new file took 600 ms and allocated
+// 630 MB, against 350 ms and 200 MB mapped at 1 GiB from the start. A
+// mapping is no memory: the file still grows only as it fills, by
+// allocSize beyond what a commit needs. On Windows bbolt grows the file
+// to the mapping, and a 32-bit address space is short, so there the
+// mapping grows as it would by default.
+func mmapSize() int {
+	if strconv.IntSize < 64 || runtime.GOOS == "windows" {
+		return 0
+	}
+	return 1 << 30
+}
 
 // Store is a forewarn.Store backed by a bbolt file. It is safe for
 // concurrent use.
@@ -111,10 +135,11 @@ func openDB(path string) (*bbolt.DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: lockTimeout})
+	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: lockTimeout, InitialMmapSize: mmapSize()})
 	if err != nil {
 		return nil, classify(err)
 	}
+	db.AllocSize = allocSize
 	if len(missing) > 0 {
 		err := db.Update(func(tx *bbolt.Tx) error {
 			for _, name := range missing {
