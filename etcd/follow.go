@@ -11,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/forewarn/forewarn"
+	"github.com/forewarn/forewarn/internal/codec"
 	"github.com/forewarn/forewarn/internal/watch"
 )
 
@@ -289,6 +290,32 @@ func (f *follower) add(ev *clientv3.Event) error {
 			return err
 		}
 		c.Events = append(c.Events, e)
+	case strings.HasPrefix(key, s.defPrefix):
+		name := key[len(s.defPrefix):]
+		var d *forewarn.Definition
+		if put {
+			var err error
+			if d, err = codec.Definition(name, ev.Kv.Value); err != nil {
+				return err
+			}
+		}
+		if c.Inventory == nil {
+			c.Inventory = make(map[string]*forewarn.Definition)
+		}
+		c.Inventory[name] = d // nil: removed
+	case strings.HasPrefix(key, s.defssPrefix):
+		name := key[len(s.defssPrefix):]
+		var ss *forewarn.ScaleSet
+		if put {
+			var err error
+			if ss, err = codec.ScaleSet(name, ev.Kv.Value); err != nil {
+				return err
+			}
+		}
+		if c.InventorySets == nil {
+			c.InventorySets = make(map[string]*forewarn.ScaleSet)
+		}
+		c.InventorySets[name] = ss // nil: removed
 	case !put:
 		// Nothing else is deleted by a commit.
 	case strings.HasPrefix(key, s.incPrefix):
