@@ -54,6 +54,17 @@ func TestStore(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) forewarn.Store { return open(t, srv.Endpoints(), "") })
 }
 
+// TestDurable runs the conformance suite's reopen cases: a store opened
+// again on the prefix of one closed, the prefix named after the suite's
+// directory.
+func TestDurable(t *testing.T) {
+	t.Parallel()
+	srv := etcdtest.Start(t)
+	storetest.RunDurable(t, func(t *testing.T, dir string) forewarn.Store {
+		return open(t, srv.Endpoints(), "/durable"+dir+"/")
+	})
+}
+
 // TestEtcd runs the tests that share one etcd server.
 func TestEtcd(t *testing.T) {
 	t.Parallel()
