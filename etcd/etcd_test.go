@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/netip"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -390,17 +389,7 @@ func testFleetInventory(t *testing.T, eps []string) {
 	s := open(t, eps, "", func(o *etcd.Options) { o.RequestTimeout = time.Minute })
 	ctx := t.Context()
 	f := s.Follow(ctx, 0)
-	defs := make(map[string]*forewarn.Definition, n)
-	for i := range n {
-		vm := &forewarn.VM{
-			Name:            fmt.Sprintf("vm-%06d", i),
-			IP:              netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}),
-			Provider:        forewarn.Azure,
-			AvailabilitySet: fmt.Sprintf("as-%04d", i/100),
-			UpdateDomain:    i % 5,
-		}
-		defs[vm.Name] = &forewarn.Definition{VM: vm, Seq: int64(i + 1)}
-	}
+	defs := storetest.Definitions(n)
 	c := &forewarn.Change{Inventory: defs}
 
 	start := time.Now()

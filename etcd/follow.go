@@ -291,31 +291,9 @@ func (f *follower) add(ev *clientv3.Event) error {
 		}
 		c.Events = append(c.Events, e)
 	case strings.HasPrefix(key, s.defPrefix):
-		name := key[len(s.defPrefix):]
-		var d *forewarn.Definition
-		if put {
-			var err error
-			if d, err = codec.Definition(name, ev.Kv.Value); err != nil {
-				return err
-			}
-		}
-		if c.Inventory == nil {
-			c.Inventory = make(map[string]*forewarn.Definition)
-		}
-		c.Inventory[name] = d // nil: removed
+		return addInventory(&c.Inventory, key[len(s.defPrefix):], ev, codec.Definition)
 	case strings.HasPrefix(key, s.defssPrefix):
-		name := key[len(s.defssPrefix):]
-		var ss *forewarn.ScaleSet
-		if put {
-			var err error
-			if ss, err = codec.ScaleSet(name, ev.Kv.Value); err != nil {
-				return err
-			}
-		}
-		if c.InventorySets == nil {
-			c.InventorySets = make(map[string]*forewarn.ScaleSet)
-		}
-		c.InventorySets[name] = ss // nil: removed
+		return addInventory(&c.InventorySets, key[len(s.defssPrefix):], ev, codec.ScaleSet)
 	case !put:
 		// Nothing else is deleted by a commit.
 	case strings.HasPrefix(key, s.incPrefix):
@@ -346,6 +324,23 @@ func (f *follower) add(ev *clientv3.Event) error {
 		}
 		c.ScaleSets[key[len(s.ssPrefix):]] = r
 	}
+	return nil
+}
+
+// addInventory sets (*m)[name], making *m when nil, to the value the
+// write ev put, decoded, or to nil when ev deleted it: a removal.
+func addInventory[T any](m *map[string]*T, name string, ev *clientv3.Event, decode func(string, []byte) (*T, error)) error {
+	var v *T
+	if ev.Type == mvccpb.PUT {
+		var err error
+		if v, err = decode(name, ev.Kv.Value); err != nil {
+			return err
+		}
+	}
+	if *m == nil {
+		*m = make(map[string]*T)
+	}
+	(*m)[name] = v
 	return nil
 }
 

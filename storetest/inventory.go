@@ -365,6 +365,27 @@ func fullScaleSet(name string) *forewarn.ScaleSet {
 	return &forewarn.ScaleSet{Name: name, TerminateTimeout: 12*time.Minute + 500*time.Millisecond, DisableTerminateNotifications: true}
 }
 
+// Definitions returns n definitions of Azure VMs as a fleet file gives
+// them, for the stores' tests and benchmarks at scale: vm-000000 on, each
+// with an address in 10.0.0.0/8, an availability set of 100 VMs, an
+// update domain, a zone and a size, Seq from 1.
+func Definitions(n int) map[string]*forewarn.Definition {
+	defs := make(map[string]*forewarn.Definition, n)
+	for i := range n {
+		vm := &forewarn.VM{
+			Name:            fmt.Sprintf("vm-%06d", i),
+			IP:              netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}),
+			Provider:        forewarn.Azure,
+			AvailabilitySet: fmt.Sprintf("as-%04d", i/100),
+			UpdateDomain:    i % 5,
+			Zone:            "westeurope-1",
+			MachineType:     "Standard_D2s_v5",
+		}
+		defs[vm.Name] = definition(vm, int64(i+1))
+	}
+	return defs
+}
+
 func definition(vm *forewarn.VM, seq int64) *forewarn.Definition {
 	return &forewarn.Definition{VM: vm, Seq: seq}
 }
