@@ -128,6 +128,26 @@ func TestOpenCorrupt(t *testing.T) {
 			fill(t, path, 3)
 			rawPut(t, path, vmsBucket, []byte("vm-a"), []byte(`{"lastSeen":"yesterday"}`))
 		},
+		"bad definition": func(t *testing.T, path string) {
+			fill(t, path, 3)
+			rawPut(t, path, inventoryBucket, []byte("vm-a"), []byte(`{"vm":{"name":"vm-a","ip":"not an address"},"seq":1}`))
+		},
+		"definition under wrong key": func(t *testing.T, path string) {
+			fill(t, path, 3)
+			rawPut(t, path, inventoryBucket, []byte("vm-a"), []byte(`{"vm":{"name":"vm-b"},"seq":1}`))
+		},
+		"definition without a VM": func(t *testing.T, path string) {
+			fill(t, path, 3)
+			rawPut(t, path, inventoryBucket, []byte("vm-a"), []byte(`{"seq":1}`))
+		},
+		"scale set definition under wrong key": func(t *testing.T, path string) {
+			fill(t, path, 3)
+			rawPut(t, path, inventorySetsBucket, []byte("ss-a"), []byte(`{"name":"ss-b"}`))
+		},
+		"bad inventory revision": func(t *testing.T, path string) {
+			fill(t, path, 3)
+			rawPut(t, path, metaBucket, inventoryRevisionKey, []byte{0, 3})
+		},
 		"only a vms bucket": func(t *testing.T, path string) {
 			rawPut(t, path, vmsBucket, []byte("vm-a"), []byte("{}"))
 		},
@@ -161,7 +181,8 @@ func TestOpenCorrupt(t *testing.T) {
 }
 
 // TestOpenOldLayout checks that a file written before the "vms" bucket
-// existed opens with its data, gains the bucket, and keeps VM records.
+// existed opens with its data, gains the newer buckets, and keeps VM
+// records.
 func TestOpenOldLayout(t *testing.T) {
 	ctx := t.Context()
 	path := filepath.Join(t.TempDir(), "forewarn.db")
@@ -199,6 +220,10 @@ func TestOpenOldLayout(t *testing.T) {
 	if st.VMs == nil || len(st.VMs) != 0 {
 		t.Errorf("Load of an old-layout file returned VMs %v, want an empty map", st.VMs)
 	}
+	if st.Inventory == nil || len(st.Inventory) != 0 || st.InventorySets == nil || len(st.InventorySets) != 0 || st.InventoryRevision != 0 {
+		t.Errorf("Load of an old-layout file returned inventory %v, sets %v, revision %d; want empty maps and 0",
+			st.Inventory, st.InventorySets, st.InventoryRevision)
+	}
 	seen := time.Date(2026, 3, 1, 11, 0, 0, 42, time.FixedZone("CET", 3600))
 	if _, err := s.Commit(ctx, &forewarn.Change{
 		Revision: 4,
@@ -209,8 +234,8 @@ func TestOpenOldLayout(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if got := rawBuckets(t, path); strings.Join(got, ",") != "events,incarnations,meta,scalesets,vms" {
-		t.Errorf("after Open the file has buckets %v, want scalesets and vms added", got)
+	if got := rawBuckets(t, path); strings.Join(got, ",") != "events,incarnations,inventory,inventorysets,meta,scalesets,vms" {
+		t.Errorf("after Open the file has buckets %v, want inventory, inventorysets, scalesets and vms added", got)
 	}
 
 	s = open(t, path)
@@ -272,13 +297,24 @@ func fill(t *testing.T, path string, n int) {
 	}
 }
 
+// truncateHalf cuts the file at path to half the pages it uses: the
+// file's room to grow beyond them (allocSize) is not enough.
 func truncateHalf(t *testing.T, path string) {
 	t.Helper()
-	fi, err := os.Stat(path)
+	db, err := bbolt.Open(path, 0, &bbolt.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Truncate(path, fi.Size()/2); err != nil {
+	var used int64
+	err = db.View(func(tx *bbolt.Tx) error {
+		used = tx.Size()
+		return nil
+	})
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(path, used/2); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -8,24 +8,33 @@
 //	inc/<vm>        a VM's DocumentIncarnation, decimal
 //	vm/<name>       a forewarn.VMRecord, as JSON
 //	ss/<name>       a forewarn.ScaleSetRecord, as JSON
+//	def/<name>      a VM's definition in the inventory, a forewarn.Definition, as JSON
+//	defss/<name>    a scale set's definition in the inventory, a forewarn.ScaleSet, as JSON
+//	defrev          the revision of the last commit that named the inventory, decimal
 //	leader/<lease>  the leader election (etcd's concurrency.Election)
 //	replicas/<name> a replica's announcement, as JSON, on a lease
 //
 // A Commit is one etcd transaction: it writes the change and rev, on
 // condition that rev still holds the change's revision (and, with a
 // fence, that the fencing leader's election key still exists as it was
-// created). Load is one range read of the prefix: a snapshot at one etcd
-// revision. Follow and Watch are etcd watches of the prefix; each etcd
-// revision that writes rev is one commit.
+// created). A removal from the inventory deletes its key; a change that
+// names the inventory writes defrev too. Load is one range read of the
+// prefix: a snapshot at one etcd revision. Follow and Watch are etcd
+// watches of the prefix; each etcd revision that writes rev is one
+// commit, and a follower rebuilds its Change from the keys it wrote and
+// deleted (a removal of a definition the store did not hold deletes no
+// key, so a follower does not see it, as with an event's).
 //
-// A fleet-wide change is one transaction too, with an operation per VM:
-// etcd must allow it. Its defaults (--max-txn-ops 128,
-// --max-request-bytes 1.5 MiB) refuse a change of more than about 120
-// VMs; a fleet of N VMs needs --max-txn-ops of at least N+16 and
-// --max-request-bytes of a few hundred bytes per VM (for 100,000 VMs,
-// --max-txn-ops=300000 --max-request-bytes=134217728 leave room). A
-// change that etcd refuses for its size fails with EINVALID, naming the
-// flags.
+// A fleet-wide change is one transaction too, with an operation per
+// event, deletion, incarnation, record and definition it writes: etcd
+// must allow it. Its defaults (--max-txn-ops 128, --max-request-bytes
+// 1.5 MiB) refuse a change of more than about 120 VMs; a change naming
+// each of N VMs once (its incarnation, say) needs --max-txn-ops of at
+// least N+16, one defining them and setting their incarnations 2N+16,
+// and --max-request-bytes of a few hundred bytes per VM and key (for
+// 100,000 VMs, --max-txn-ops=300000 --max-request-bytes=134217728 leave
+// room). A change that etcd refuses for its size fails with EINVALID,
+// naming the flags.
 //
 // Every etcd call is bounded by Options.RequestTimeout; one that runs out
 // (etcd unreachable, or without a quorum) fails with EUNAVAILABLE. A
@@ -55,6 +64,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/forewarn/forewarn"
+	"github.com/forewarn/forewarn/internal/codec"
 )
 
 var (
@@ -150,6 +160,7 @@ type Store struct {
 
 	// Keys and key prefixes, each with Options.Prefix in front.
 	prefix, revKey, evPrefix, incPrefix, vmPrefix, ssPrefix, leaderPrefix, replicasPrefix string
+	defPrefix, defssPrefix, defRevKey                                                     string
 
 	ctx    context.Context // canceled by Close
 	cancel context.CancelFunc
@@ -196,6 +207,9 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		incPrefix:      p + "inc/",
 		vmPrefix:       p + "vm/",
 		ssPrefix:       p + "ss/",
+		defPrefix:      p + "def/",
+		defssPrefix:    p + "defss/",
+		defRevKey:      p + "defrev",
 		leaderPrefix:   p + "leader/",
 		replicasPrefix: p + "replicas/",
 		sessions:       map[*concurrency.Session]struct{}{},
@@ -251,6 +265,9 @@ func (s *Store) Load(ctx context.Context) (*forewarn.State, error) {
 		Incarnations: map[string]int64{},
 		VMs:          map[string]*forewarn.VMRecord{},
 		ScaleSets:    map[string]*forewarn.ScaleSetRecord{},
+
+		Inventory:     map[string]*forewarn.Definition{},
+		InventorySets: map[string]*forewarn.ScaleSet{},
 	}
 	for _, kv := range resp.Kvs {
 		key := string(kv.Key)
@@ -259,6 +276,22 @@ func (s *Store) Load(ctx context.Context) (*forewarn.State, error) {
 			if st.Revision, err = parseInt(kv.Value); err != nil {
 				return nil, fmt.Errorf("load etcd store %s: revision: %w", s.prefix, err)
 			}
+		case key == s.defRevKey:
+			if st.InventoryRevision, err = parseInt(kv.Value); err != nil {
+				return nil, fmt.Errorf("load etcd store %s: inventory revision: %w", s.prefix, err)
+			}
+		case strings.HasPrefix(key, s.defPrefix):
+			d, err := codec.Definition(key[len(s.defPrefix):], kv.Value)
+			if err != nil {
+				return nil, fmt.Errorf("load etcd store %s: %s: %w", s.prefix, key, err)
+			}
+			st.Inventory[key[len(s.defPrefix):]] = d
+		case strings.HasPrefix(key, s.defssPrefix):
+			ss, err := codec.ScaleSet(key[len(s.defssPrefix):], kv.Value)
+			if err != nil {
+				return nil, fmt.Errorf("load etcd store %s: %s: %w", s.prefix, key, err)
+			}
+			st.InventorySets[key[len(s.defssPrefix):]] = ss
 		case strings.HasPrefix(key, s.evPrefix):
 			e, err := decodeEvent(kv.Value)
 			if err == nil && e.ID != key[len(s.evPrefix):] {
@@ -399,7 +432,8 @@ func (s *Store) writeOps(c *forewarn.Change) ([]clientv3.Op, error) {
 			delete(events, id)
 		}
 	}
-	ops := make([]clientv3.Op, 0, len(events)+len(deletes)+len(c.Incarnations)+len(c.VMs)+len(c.ScaleSets)+1)
+	ops := make([]clientv3.Op, 0, len(events)+len(deletes)+len(c.Incarnations)+len(c.VMs)+len(c.ScaleSets)+
+		len(c.Inventory)+len(c.InventorySets)+2)
 	for _, id := range slices.Sorted(maps.Keys(events)) {
 		b, err := json.Marshal(events[id].Normalized())
 		if err != nil {
@@ -426,6 +460,35 @@ func (s *Store) writeOps(c *forewarn.Change) ([]clientv3.Op, error) {
 			return nil, forewarn.Errorf(forewarn.EINVALID, "scale set record for %s: %v", name, err)
 		}
 		ops = append(ops, clientv3.OpPut(s.ssPrefix+name, string(b)))
+	}
+	ops, err := inventoryOps(ops, s.defPrefix, c.Inventory)
+	if err != nil {
+		return nil, forewarn.Errorf(forewarn.EINVALID, "definition of %v", err)
+	}
+	if ops, err = inventoryOps(ops, s.defssPrefix, c.InventorySets); err != nil {
+		return nil, forewarn.Errorf(forewarn.EINVALID, "scale set definition %v", err)
+	}
+	if len(c.Inventory)+len(c.InventorySets) > 0 {
+		ops = append(ops, clientv3.OpPut(s.defRevKey, strconv.FormatInt(c.Revision+1, 10)))
+	}
+	return ops, nil
+}
+
+// inventoryOps appends to ops a put of the JSON of each value of m under
+// prefix and its name, and a delete of each nil one's key, sorted by
+// name.
+func inventoryOps[T any](ops []clientv3.Op, prefix string, m map[string]*T) ([]clientv3.Op, error) {
+	names := slices.Sorted(maps.Keys(m))
+	b, err := codec.Encode(names, m)
+	if err != nil {
+		return nil, err
+	}
+	for i, v := range b.Strings() {
+		if m[names[i]] == nil {
+			ops = append(ops, clientv3.OpDelete(prefix+names[i]))
+			continue
+		}
+		ops = append(ops, clientv3.OpPut(prefix+names[i], v))
 	}
 	return ops, nil
 }

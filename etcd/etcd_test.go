@@ -53,6 +53,17 @@ func TestStore(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) forewarn.Store { return open(t, srv.Endpoints(), "") })
 }
 
+// TestDurable runs the conformance suite's reopen cases: a store opened
+// again on the prefix of one closed, the prefix named after the suite's
+// directory.
+func TestDurable(t *testing.T) {
+	t.Parallel()
+	srv := etcdtest.Start(t)
+	storetest.RunDurable(t, func(t *testing.T, dir string) forewarn.Store {
+		return open(t, srv.Endpoints(), "/durable"+dir+"/")
+	})
+}
+
 // TestEtcd runs the tests that share one etcd server.
 func TestEtcd(t *testing.T) {
 	t.Parallel()
@@ -64,6 +75,7 @@ func TestEtcd(t *testing.T) {
 	t.Run("Replicas", func(t *testing.T) { testReplicas(t, eps) })
 	t.Run("BadFence", func(t *testing.T) { testBadFence(t, eps) })
 	t.Run("FleetWide", func(t *testing.T) { testFleetWide(t, eps) })
+	t.Run("FleetInventory", func(t *testing.T) { testFleetInventory(t, eps) })
 }
 
 // testTwoStores checks that two stores on one prefix see each other's
@@ -370,6 +382,56 @@ func testFleetWide(t *testing.T, eps []string) {
 	wantCode(t, err, forewarn.EINVALID)
 }
 
+// testFleetInventory defines 100,000 VMs in one commit, reads them back
+// through Follow and Load, and removes them all in another.
+func testFleetInventory(t *testing.T, eps []string) {
+	const n = 100000
+	s := open(t, eps, "", func(o *etcd.Options) { o.RequestTimeout = time.Minute })
+	ctx := t.Context()
+	f := s.Follow(ctx, 0)
+	defs := storetest.Definitions(n)
+	c := &forewarn.Change{Inventory: defs}
+
+	start := time.Now()
+	commit(t, s, c, 1)
+	committed := time.Since(start)
+	u := recv(t, f)
+	followed := time.Since(start)
+	wantUpdate(t, u, 1, c)
+	start = time.Now()
+	st, err := s.Load(ctx)
+	loaded := time.Since(start)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	if st.Revision != 1 || st.InventoryRevision != 1 || len(st.Inventory) != n {
+		t.Fatalf("Load: revision %d, inventory revision %d, %d definitions; want 1, 1, %d",
+			st.Revision, st.InventoryRevision, len(st.Inventory), n)
+	}
+	for _, name := range []string{"vm-000000", "vm-054321", "vm-099999"} {
+		for what, d := range map[string]*forewarn.Definition{"Load": st.Inventory[name], "Follow": u.Change.Inventory[name]} {
+			if d == nil || *d.VM != *defs[name].VM || d.Seq != defs[name].Seq {
+				t.Errorf("%s: definition of %s = %+v, want %+v", what, name, d, defs[name])
+			}
+		}
+	}
+
+	remove := make(map[string]*forewarn.Definition, n)
+	for name := range defs {
+		remove[name] = nil
+	}
+	c = &forewarn.Change{Revision: 1, Inventory: remove}
+	start = time.Now()
+	commit(t, s, c, 2)
+	removed := time.Since(start)
+	wantUpdate(t, recv(t, f), 2, c)
+	st, err = s.Load(ctx)
+	if err != nil || st.InventoryRevision != 2 || len(st.Inventory) != 0 {
+		t.Fatalf("Load after removing every definition: %v; want inventory revision 2 and no definitions", err)
+	}
+	t.Logf("%d definitions: commit %v, follow %v, load %v, remove all %v", n, committed, followed, loaded, removed)
+}
+
 // TestTooLarge checks that a change larger than etcd's limits (here its
 // defaults) is refused with EINVALID naming the flags to raise, and
 // nothing is written; and that a full etcd refuses commits with
@@ -383,11 +445,17 @@ func TestTooLarge(t *testing.T) {
 	for i := range 200 {
 		incs[fmt.Sprintf("vm-%d", i)] = 1
 	}
+	defs := make(map[string]*forewarn.Definition)
+	for i := range 200 {
+		name := fmt.Sprintf("vm-%d", i)
+		defs[name] = &forewarn.Definition{VM: &forewarn.VM{Name: name}, Seq: int64(i + 1)}
+	}
 	big := event(1)
 	big.Description = strings.Repeat("x", 2<<20)
 	for name, c := range map[string]*forewarn.Change{
-		"too many operations": {Incarnations: incs},
-		"too many bytes":      {Events: []*forewarn.Event{big}},
+		"too many operations":  {Incarnations: incs},
+		"too many definitions": {Inventory: defs},
+		"too many bytes":       {Events: []*forewarn.Event{big}},
 	} {
 		_, err := s.Commit(t.Context(), c)
 		if forewarn.ErrorCode(err) != forewarn.EINVALID || !strings.Contains(err.Error(), "--max-txn-ops") ||
@@ -667,10 +735,17 @@ func wantUpdate(t *testing.T, u *forewarn.Update, rev int64, c *forewarn.Change)
 	}
 	g := u.Change
 	if len(g.Events) != len(c.Events) || len(g.Deletes) != len(c.Deletes) || len(g.Incarnations) != len(c.Incarnations) ||
-		len(g.VMs) != len(c.VMs) || len(g.ScaleSets) != len(c.ScaleSets) {
-		t.Fatalf("revision %d: Follow delivered %d events, %d deletes, %d incarnations, %d VMs, %d scale sets; want %d, %d, %d, %d, %d",
-			rev, len(g.Events), len(g.Deletes), len(g.Incarnations), len(g.VMs), len(g.ScaleSets),
-			len(c.Events), len(c.Deletes), len(c.Incarnations), len(c.VMs), len(c.ScaleSets))
+		len(g.VMs) != len(c.VMs) || len(g.ScaleSets) != len(c.ScaleSets) ||
+		len(g.Inventory) != len(c.Inventory) || len(g.InventorySets) != len(c.InventorySets) {
+		t.Fatalf("revision %d: Follow delivered %d events, %d deletes, %d incarnations, %d VMs, %d scale sets, "+
+			"%d definitions, %d scale set definitions; want %d, %d, %d, %d, %d, %d, %d",
+			rev, len(g.Events), len(g.Deletes), len(g.Incarnations), len(g.VMs), len(g.ScaleSets), len(g.Inventory), len(g.InventorySets),
+			len(c.Events), len(c.Deletes), len(c.Incarnations), len(c.VMs), len(c.ScaleSets), len(c.Inventory), len(c.InventorySets))
+	}
+	for name, d := range c.Inventory {
+		if gd, ok := g.Inventory[name]; !ok || (gd == nil) != (d == nil) {
+			t.Fatalf("revision %d: definition of %s = %v (present %t), want %v", rev, name, gd, ok, d)
+		}
 	}
 	for vm, n := range c.Incarnations {
 		if g.Incarnations[vm] != n {

@@ -11,6 +11,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/forewarn/forewarn"
+	"github.com/forewarn/forewarn/internal/codec"
+	"github.com/forewarn/forewarn/internal/watch"
 )
 
 // Log attribute keys.
@@ -30,7 +32,7 @@ const (
 	// etcd revision of: a Follow from an older one reloads.
 	maxRevisions = 4096
 	// A follower that leaves more than maxQueued commits, or commits of
-	// more than maxWeight (see weight), unread is told to reload, so a
+	// more than maxWeight (see watch.Weight), unread is told to reload, so a
 	// stuck follower does not hold the fleet's history in memory.
 	maxQueued = 4096
 	maxWeight = 1 << 20
@@ -190,7 +192,7 @@ func (f *follower) serve(ctx context.Context, wch clientv3.WatchChan) bool {
 		case out <- head:
 			f.queue[0] = nil
 			f.queue = f.queue[1:]
-			f.weight -= weight(head)
+			f.weight -= watch.Weight(head)
 		case wr, ok := <-wch:
 			switch {
 			case !ok:
@@ -263,7 +265,7 @@ func (f *follower) gather(events []*clientv3.Event) bool {
 		c.Revision = rev - 1
 		u := &forewarn.Update{Revision: rev, Change: c}
 		f.queue = append(f.queue, u)
-		f.weight += weight(u)
+		f.weight += watch.Weight(u)
 		f.next++
 	}
 	return true
@@ -288,6 +290,10 @@ func (f *follower) add(ev *clientv3.Event) error {
 			return err
 		}
 		c.Events = append(c.Events, e)
+	case strings.HasPrefix(key, s.defPrefix):
+		return addInventory(&c.Inventory, key[len(s.defPrefix):], ev, codec.Definition)
+	case strings.HasPrefix(key, s.defssPrefix):
+		return addInventory(&c.InventorySets, key[len(s.defssPrefix):], ev, codec.ScaleSet)
 	case !put:
 		// Nothing else is deleted by a commit.
 	case strings.HasPrefix(key, s.incPrefix):
@@ -321,22 +327,29 @@ func (f *follower) add(ev *clientv3.Event) error {
 	return nil
 }
 
+// addInventory sets (*m)[name], making *m when nil, to the value the
+// write ev put, decoded, or to nil when ev deleted it: a removal.
+func addInventory[T any](m *map[string]*T, name string, ev *clientv3.Event, decode func(string, []byte) (*T, error)) error {
+	var v *T
+	if ev.Type == mvccpb.PUT {
+		var err error
+		if v, err = decode(name, ev.Kv.Value); err != nil {
+			return err
+		}
+	}
+	if *m == nil {
+		*m = make(map[string]*T)
+	}
+	(*m)[name] = v
+	return nil
+}
+
 // reload sends the follower a Reload, unless ctx ends first.
 func (f *follower) reload(ctx context.Context) {
 	select {
 	case f.out <- &forewarn.Update{Reload: true}:
 	case <-ctx.Done():
 	}
-}
-
-// weight is what a queued commit costs to keep, roughly in map entries.
-func weight(u *forewarn.Update) int {
-	c := u.Change
-	w := 1 + len(c.Incarnations) + len(c.VMs) + len(c.ScaleSets) + len(c.Deletes)
-	for _, e := range c.Events {
-		w += 1 + len(e.Resources) + len(e.Approvals)
-	}
-	return w
 }
 
 // sleep waits for d, and reports false if ctx ends first.

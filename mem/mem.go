@@ -1,9 +1,10 @@
 // Package mem implements forewarn.Store in memory, for tests.
 //
 // A Store behaves like the durable backends, down to the values it
-// returns: events and VM records are deep-copied on the way in and out,
-// and their times are kept in UTC without monotonic clock readings, exactly as they come
-// back from a file. Nothing survives Close.
+// returns: events, VM records and inventory definitions are deep-copied
+// on the way in and out, and times are kept in UTC without monotonic
+// clock readings, exactly as they come back from a file. Nothing
+// survives Close.
 package mem
 
 import (
@@ -28,16 +29,23 @@ type Store struct {
 	inc    map[string]int64
 	vms    map[string]*forewarn.VMRecord
 	sets   map[string]forewarn.ScaleSetRecord
-	log    watch.Log // the followers
+	// The inventory: definitions, scale set definitions, and the
+	// revision of the last commit that named either.
+	inv     map[string]*forewarn.Definition
+	invSets map[string]forewarn.ScaleSet
+	invRev  int64
+	log     watch.Log // the followers
 }
 
 // New returns an empty Store at revision 0.
 func New() *Store {
 	return &Store{
-		events: make(map[string]*forewarn.Event),
-		inc:    make(map[string]int64),
-		vms:    make(map[string]*forewarn.VMRecord),
-		sets:   make(map[string]forewarn.ScaleSetRecord),
+		events:  make(map[string]*forewarn.Event),
+		inc:     make(map[string]int64),
+		vms:     make(map[string]*forewarn.VMRecord),
+		sets:    make(map[string]forewarn.ScaleSetRecord),
+		inv:     make(map[string]*forewarn.Definition),
+		invSets: make(map[string]forewarn.ScaleSet),
 	}
 }
 
@@ -58,9 +66,19 @@ func (s *Store) Load(ctx context.Context) (*forewarn.State, error) {
 		Incarnations: make(map[string]int64, len(s.inc)),
 		VMs:          make(map[string]*forewarn.VMRecord, len(s.vms)),
 		ScaleSets:    make(map[string]*forewarn.ScaleSetRecord, len(s.sets)),
+
+		Inventory:         make(map[string]*forewarn.Definition, len(s.inv)),
+		InventorySets:     make(map[string]*forewarn.ScaleSet, len(s.invSets)),
+		InventoryRevision: s.invRev,
 	}
 	for name, r := range s.sets {
 		st.ScaleSets[name] = &r
+	}
+	for name, d := range s.inv {
+		st.Inventory[name] = cloneDefinition(d)
+	}
+	for name, d := range s.invSets {
+		st.InventorySets[name] = &d
 	}
 	for _, e := range s.events {
 		st.Events = append(st.Events, e.Clone())
@@ -76,9 +94,9 @@ func (s *Store) Load(ctx context.Context) (*forewarn.State, error) {
 
 // Commit applies c atomically and returns the new revision. It returns
 // ECONFLICT when c.Revision is not the current revision, EINVALID when c
-// would lower an incarnation, holds an event without an ID or a nil or
-// unnamed VM record, and
-// EUNAVAILABLE after Close; in each case nothing is written.
+// would lower an incarnation or fails Change.Validate (an event without
+// an ID, a nil or unnamed VM record, a definition under another name),
+// and EUNAVAILABLE after Close; in each case nothing is written.
 func (s *Store) Commit(ctx context.Context, c *forewarn.Change) (int64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
@@ -107,6 +125,12 @@ func (s *Store) Commit(ctx context.Context, c *forewarn.Change) (int64, error) {
 		VMs:          make(map[string]*forewarn.VMRecord, len(c.VMs)),
 		ScaleSets:    make(map[string]*forewarn.ScaleSetRecord, len(c.ScaleSets)),
 	}
+	if len(c.Inventory) > 0 {
+		u.Inventory = make(map[string]*forewarn.Definition, len(c.Inventory))
+	}
+	if len(c.InventorySets) > 0 {
+		u.InventorySets = make(map[string]*forewarn.ScaleSet, len(c.InventorySets))
+	}
 	for i, e := range c.Events {
 		n := e.Normalized()
 		s.events[e.ID] = n
@@ -127,7 +151,29 @@ func (s *Store) Commit(ctx context.Context, c *forewarn.Change) (int64, error) {
 		s.sets[name] = *r
 		u.ScaleSets[name] = new(*r)
 	}
+	for name, d := range c.Inventory {
+		if d == nil {
+			delete(s.inv, name)
+			u.Inventory[name] = nil
+			continue
+		}
+		n := cloneDefinition(d)
+		s.inv[name] = n
+		u.Inventory[name] = n
+	}
+	for name, d := range c.InventorySets {
+		if d == nil {
+			delete(s.invSets, name)
+			u.InventorySets[name] = nil
+			continue
+		}
+		s.invSets[name] = *d
+		u.InventorySets[name] = new(*d)
+	}
 	s.rev++
+	if len(c.Inventory)+len(c.InventorySets) > 0 {
+		s.invRev = s.rev
+	}
 	s.log.Append(&forewarn.Update{Revision: s.rev, Change: u})
 	return s.rev, nil
 }
@@ -147,7 +193,12 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
-	s.events, s.inc, s.vms, s.sets = nil, nil, nil, nil
+	s.events, s.inc, s.vms, s.sets, s.inv, s.invSets = nil, nil, nil, nil, nil, nil
 	s.log.Close()
 	return nil
+}
+
+// cloneDefinition returns a copy of d with a copy of its VM.
+func cloneDefinition(d *forewarn.Definition) *forewarn.Definition {
+	return &forewarn.Definition{VM: new(*d.VM), Seq: d.Seq}
 }

@@ -86,8 +86,9 @@ type markedStore struct {
 // openMarked wraps st, the store of the data directory dir, with its
 // mark. When the store is behind the mark (restored from an older copy,
 // or replaced by an empty one), it first raises every VM's incarnation,
-// for the VMs of fleet and those the store remembers, to one above the
-// highest the mark holds, in one commit, and logs that it did.
+// for the VMs of fleet, of the store's inventory and those the store
+// remembers, to one above the highest the mark holds, in one commit, and
+// logs that it did.
 func openMarked(ctx context.Context, st forewarn.Store, dir string, fleet *forewarn.Fleet, log *slog.Logger) (*markedStore, error) {
 	path := filepath.Join(dir, markFile)
 	m, had, err := readMark(path)
@@ -110,6 +111,9 @@ func openMarked(ctx context.Context, st forewarn.Store, dir string, fleet *forew
 		}
 		for _, vm := range fleet.VMs {
 			c.Incarnations[vm.Name] = max(state.Incarnations[vm.Name], floor)
+		}
+		for name := range state.Inventory {
+			c.Incarnations[name] = max(state.Incarnations[name], floor)
 		}
 		rev, err := st.Commit(ctx, c)
 		if err != nil {

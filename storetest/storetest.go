@@ -56,6 +56,7 @@ func Run(t *testing.T, open func(t *testing.T) forewarn.Store) {
 		t.Run("CommitCopies", func(t *testing.T) { testVMsCommitCopies(t, newStore(t)) })
 	})
 	t.Run("ScaleSets", func(t *testing.T) { testScaleSets(t, newStore(t)) })
+	t.Run("Inventory", func(t *testing.T) { runInventory(t, newStore) })
 	t.Run("Follow", func(t *testing.T) {
 		t.Run("Receives", func(t *testing.T) { testFollowReceives(t, newStore(t)) })
 		t.Run("Replays", func(t *testing.T) { testFollowReplays(t, newStore(t)) })
@@ -136,6 +137,8 @@ func RunDurable(t *testing.T, open func(t *testing.T, dir string) forewarn.Store
 		s = reopen(t, dir)
 		wantScaleSets(t, load(t, s), sets)
 	})
+
+	t.Run("ReopenInventory", func(t *testing.T) { testInventoryReopen(t, reopen) })
 
 	t.Run("ReopenEmpty", func(t *testing.T) {
 		dir := t.TempDir()
@@ -1013,8 +1016,9 @@ func waitUpdatesClosed(t *testing.T, f <-chan *forewarn.Update) {
 
 // wantUpdate checks that u is the commit of c that produced revision
 // rev, holding exactly what c wrote, with values as Load returns them.
-// (The suite's changes delete only events the store holds, and never
-// write and delete one event at once.)
+// (The suite's changes delete only events the store holds, remove only
+// definitions it holds, and never write and delete one event at once:
+// etcd's followers learn of a deletion from the key it deleted.)
 func wantUpdate(t *testing.T, u *forewarn.Update, rev int64, c *forewarn.Change) {
 	t.Helper()
 	if u.Reload || u.Change == nil {
@@ -1066,5 +1070,8 @@ func wantUpdate(t *testing.T, u *forewarn.Update, rev int64, c *forewarn.Change)
 		if g := got.ScaleSets[name]; g == nil || *g != *w {
 			t.Errorf("revision %d: scale set %s: %+v, want %+v", rev, name, g, w)
 		}
+	}
+	if d := inventoryDiff(c.Inventory, got.Inventory, c.InventorySets, got.InventorySets); d != "" {
+		t.Errorf("revision %d: inventory differs:\n%s", rev, d)
 	}
 }

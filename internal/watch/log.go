@@ -1,5 +1,6 @@
 // Package watch keeps the recent commits of a store that lives in one
-// process, for its followers: the Follow that mem and bolt share.
+// process, for its followers: the Follow that mem and bolt share. Its
+// Weight is also how the etcd store bounds a follower's queue.
 package watch
 
 import (
@@ -69,13 +70,13 @@ func (l *Log) Append(u *forewarn.Update) {
 	}
 	for u != nil {
 		l.ups = append(l.ups, u)
-		l.weight += weight(u)
+		l.weight += Weight(u)
 		next := u.Revision + 1
 		u = l.early[next]
 		delete(l.early, next)
 	}
 	for len(l.ups) > 1 && (len(l.ups) > maxKept || l.weight > maxWeight) {
-		l.weight -= weight(l.ups[0])
+		l.weight -= Weight(l.ups[0])
 		l.ups[0] = nil
 		l.ups = l.ups[1:]
 		l.base++
@@ -90,10 +91,14 @@ func (l *Log) wakeLocked() {
 	}
 }
 
-// weight is what a commit costs to keep, roughly in map entries.
-func weight(u *forewarn.Update) int {
+// Weight is what a commit costs to keep, roughly in map entries: one
+// for the commit and one for each event (and each of its resources and
+// approvals), delete, incarnation, record and definition. Followers
+// bound what they queue by it.
+func Weight(u *forewarn.Update) int {
 	c := u.Change
-	w := 1 + len(c.Incarnations) + len(c.VMs) + len(c.ScaleSets) + len(c.Deletes)
+	w := 1 + len(c.Incarnations) + len(c.VMs) + len(c.ScaleSets) + len(c.Deletes) +
+		len(c.Inventory) + len(c.InventorySets)
 	for _, e := range c.Events {
 		w += 1 + len(e.Resources) + len(e.Approvals)
 	}

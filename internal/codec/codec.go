@@ -1,0 +1,87 @@
+// Package codec is the JSON the bolt and etcd stores keep an inventory
+// in: definitions (forewarn.Definition) and scale set definitions
+// (forewarn.ScaleSet), each under its name. A fleet's worth is encoded
+// at once into one buffer, and a decoded value is checked against the
+// name it was stored under.
+package codec
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	"github.com/forewarn/forewarn"
+)
+
+// Batch is the JSON of several values, one after another in one buffer.
+type Batch struct {
+	buf  []byte
+	ends []int // value i is buf[ends[i-1]:ends[i]], from 0 for the first
+}
+
+// Encode encodes m's value of each of names, in that order, into one
+// Batch. A nil value (a removal) encodes as nothing: its Bytes are empty.
+func Encode[T any](names []string, m map[string]*T) (*Batch, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	ends := make([]int, len(names))
+	for i, name := range names {
+		if v := m[name]; v != nil {
+			if err := enc.Encode(v); err != nil {
+				return nil, fmt.Errorf("%s: %w", name, err)
+			}
+			buf.Truncate(buf.Len() - 1) // Encode's newline
+		}
+		ends[i] = buf.Len()
+	}
+	return &Batch{buf: buf.Bytes(), ends: ends}, nil
+}
+
+// Bytes returns the JSON of value i; it shares the Batch's buffer.
+func (b *Batch) Bytes(i int) []byte {
+	start := 0
+	if i > 0 {
+		start = b.ends[i-1]
+	}
+	return b.buf[start:b.ends[i]:b.ends[i]]
+}
+
+// Strings returns the JSON of every value as strings that share one
+// copy of the buffer.
+func (b *Batch) Strings() []string {
+	all := string(b.buf)
+	out := make([]string, len(b.ends))
+	start := 0
+	for i, end := range b.ends {
+		out[i] = all[start:end]
+		start = end
+	}
+	return out
+}
+
+// Definition decodes the definition stored under the VM name name.
+func Definition(name string, b []byte) (*forewarn.Definition, error) {
+	d := new(forewarn.Definition)
+	if err := json.Unmarshal(b, d); err != nil {
+		return nil, err
+	}
+	switch {
+	case d.VM == nil:
+		return nil, fmt.Errorf("definition of %q holds no VM", name)
+	case d.VM.Name != name:
+		return nil, fmt.Errorf("definition of VM %q is stored under %q", d.VM.Name, name)
+	}
+	return d, nil
+}
+
+// ScaleSet decodes the scale set definition stored under name.
+func ScaleSet(name string, b []byte) (*forewarn.ScaleSet, error) {
+	ss := new(forewarn.ScaleSet)
+	if err := json.Unmarshal(b, ss); err != nil {
+		return nil, err
+	}
+	if ss.Name != name {
+		return nil, fmt.Errorf("scale set definition %q is stored under %q", ss.Name, name)
+	}
+	return ss, nil
+}
