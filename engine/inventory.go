@@ -184,10 +184,11 @@ func (e *Engine) changeInventoryOnce(ctx context.Context, c InventoryChange) (in
 		}
 		defs[name] = nil
 	}
-	for _, vm := range c.Set {
-		if vm == nil || vm.Name == "" {
+	for _, given := range c.Set {
+		if given == nil || given.Name == "" {
 			return 0, forewarn.Errorf(forewarn.EINVALID, "a VM without a name")
 		}
+		vm := new(*given) // the inventory's own, whatever the caller does with given
 		old := inv.defs[vm.Name]
 		switch {
 		case old != nil && sameVM(old.VM, vm):
@@ -205,7 +206,8 @@ func (e *Engine) changeInventoryOnce(ctx context.Context, c InventoryChange) (in
 		}
 		sets[name] = nil
 	}
-	for _, ss := range c.SetScaleSets {
+	for _, given := range c.SetScaleSets {
+		ss := new(*given)
 		if old := inv.sets[ss.Name]; old != nil && *old == *ss {
 			delete(sets, ss.Name)
 		} else {

@@ -1,0 +1,229 @@
+package engine_test
+
+import (
+	"net/netip"
+	"slices"
+	"testing"
+	"testing/synctest"
+
+	"github.com/forewarn/forewarn"
+	"github.com/forewarn/forewarn/engine"
+	"github.com/forewarn/forewarn/mem"
+)
+
+// names returns the fleet's VM names in order.
+func names(f *forewarn.Fleet) []string {
+	var out []string
+	for _, vm := range f.VMs {
+		out = append(out, vm.Name)
+	}
+	return out
+}
+
+// A VM added at run time is in the fleet and has a view from the commit
+// on, after the VMs already there; its first call enables it.
+func TestInventoryAdd(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := mem.New()
+		e := newEngine(t, store, false)
+		before := e.InventoryRevision()
+		rev, err := e.ChangeInventory(t.Context(), engine.InventoryChange{Set: []*forewarn.VM{
+			{Name: "web_2", Provider: forewarn.Azure, AvailabilitySet: "web", IP: netip.MustParseAddr("198.18.0.2")},
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rev <= before || e.InventoryRevision() != rev {
+			t.Fatalf("revision %d after the add (%d before), engine says %d", rev, before, e.InventoryRevision())
+		}
+		if got := names(e.Fleet()); !slices.Equal(got, []string{"web_0", "web_1", "db_0", "db_1", "solo", "web_2"}) {
+			t.Fatalf("fleet %v", got)
+		}
+		v := e.View("web_2")
+		if v == nil || v.Incarnation != 1 || v.VM.AvailabilitySet != "web" {
+			t.Fatalf("web_2's view %+v", v)
+		}
+		if vm := e.Lookup(netip.MustParseAddr("198.18.0.2"), forewarn.Azure); vm == nil || vm.Name != "web_2" {
+			t.Fatalf("Lookup of web_2's address: %v", vm)
+		}
+		if enabled := e.NoteRequest("web_2"); !enabled {
+			t.Fatal("web_2's first call did not enable it")
+		}
+		// The same definition again changes nothing.
+		if again, err := e.ChangeInventory(t.Context(), engine.InventoryChange{Set: []*forewarn.VM{
+			{Name: "web_2", Provider: forewarn.Azure, AvailabilitySet: "web", IP: netip.MustParseAddr("198.18.0.2")},
+		}}); err != nil || again != rev {
+			t.Fatalf("the same definition again: revision %d, %v; want %d", again, err, rev)
+		}
+		// A new engine on the store serves the same inventory.
+		e.Close()
+		e2, err := engine.New(t.Context(), engine.Config{Store: store})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e2.Close()
+		if got := names(e2.Fleet()); !slices.Equal(got, []string{"web_0", "web_1", "db_0", "db_1", "solo", "web_2"}) || e2.InventoryRevision() != rev {
+			t.Fatalf("after a restart: fleet %v at revision %d", got, e2.InventoryRevision())
+		}
+	})
+}
+
+// A removed VM leaves the Resources of its active events; an event left
+// with none is canceled; its last view is marked Removed and wakes its
+// waiters; its address is no one's.
+func TestInventoryRemove(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEngine(t, mem.New(), false)
+		both, err := e.Create(t.Context(), engine.Spec{Type: forewarn.Freeze, VMs: []string{"db_0", "db_1"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		alone, err := e.Create(t.Context(), engine.Spec{Type: forewarn.Reboot, VMs: []string{"solo"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		old := e.View("db_1")
+		db0 := e.View("db_0").Incarnation
+		if _, err := e.ChangeInventory(t.Context(), engine.InventoryChange{Remove: []string{"db_1", "solo"}}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-old.Changed():
+		default:
+			t.Fatal("db_1's view did not change")
+		}
+		if v := e.View("db_1"); v != nil {
+			t.Fatalf("db_1 still has a view: %+v", v)
+		}
+		got, _ := e.Event(both.ID)
+		if got.Status != forewarn.Scheduled || !slices.Equal(got.Resources, []string{"db_0"}) {
+			t.Fatalf("the Freeze of db_0 and db_1: %s %v", got.Status, got.Resources)
+		}
+		if inc := e.View("db_0").Incarnation; inc != db0+1 {
+			t.Fatalf("db_0's incarnation %d, want %d (its document changed)", inc, db0+1)
+		}
+		if got, _ := e.Event(alone.ID); got.Status != forewarn.Canceled || got.EndedAt.IsZero() {
+			t.Fatalf("the Reboot of solo alone: %s ended %v", got.Status, got.EndedAt)
+		}
+		if got := names(e.Fleet()); !slices.Equal(got, []string{"web_0", "web_1", "db_0"}) {
+			t.Fatalf("fleet %v", got)
+		}
+		if _, err := e.ChangeInventory(t.Context(), engine.InventoryChange{Remove: []string{"solo"}}); forewarn.ErrorCode(err) != forewarn.ENOTFOUND {
+			t.Fatalf("removing solo again: %v", err)
+		}
+		if enabled := e.NoteRequest("solo"); enabled {
+			t.Fatal("a removed VM's call counts")
+		}
+	})
+}
+
+// A removed VM registered again under its name never sees its
+// DocumentIncarnation go backwards; across a restart neither.
+func TestInventoryReregisterKeepsIncarnation(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := mem.New()
+		e := newEngine(t, store, false)
+		for range 3 {
+			if _, err := e.Create(t.Context(), engine.Spec{Type: forewarn.Reboot, VMs: []string{"solo"}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		high := e.View("solo").Incarnation
+		if high < 4 {
+			t.Fatalf("solo at incarnation %d after 3 events", high)
+		}
+		solo := e.Fleet().VM("solo")
+		if _, err := e.ChangeInventory(t.Context(), engine.InventoryChange{Remove: []string{"solo"}}); err != nil {
+			t.Fatal(err)
+		}
+		e.Close()
+		e2, err := engine.New(t.Context(), engine.Config{Store: store})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e2.Close()
+		if _, err := e2.ChangeInventory(t.Context(), engine.InventoryChange{Set: []*forewarn.VM{solo}}); err != nil {
+			t.Fatal(err)
+		}
+		if inc := e2.View("solo").Incarnation; inc <= high {
+			t.Fatalf("solo registered again at incarnation %d, served %d before", inc, high)
+		}
+		if n := len(e2.View("solo").Events); n != 0 {
+			t.Fatalf("solo registered again sees %d events; its old ones were canceled", n)
+		}
+	})
+}
+
+// A changed address takes effect at once; a changed scope or update
+// domain applies to new events, while active events keep the VMs they
+// named.
+func TestInventoryChangeApplies(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEngine(t, mem.New(), false)
+		a, b := netip.MustParseAddr("198.18.0.10"), netip.MustParseAddr("198.18.0.11")
+		web1 := *e.Fleet().VM("web_1")
+		web1.IP = a
+		if _, err := e.ChangeInventory(t.Context(), engine.InventoryChange{Set: []*forewarn.VM{&web1}}); err != nil {
+			t.Fatal(err)
+		}
+		ev, err := e.Create(t.Context(), engine.Spec{Type: forewarn.Reboot, VMs: []string{"web_1"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		web1.IP, web1.AvailabilitySet, web1.UpdateDomain = b, "db", 3
+		if _, err := e.ChangeInventory(t.Context(), engine.InventoryChange{Set: []*forewarn.VM{&web1}}); err != nil {
+			t.Fatal(err)
+		}
+		if vm := e.Lookup(a, forewarn.Azure); vm != nil && vm.Name == "web_1" {
+			t.Fatal("web_1's old address still finds it")
+		}
+		if vm := e.Lookup(b, forewarn.Azure); vm == nil || vm.Name != "web_1" || vm.UpdateDomain != 3 {
+			t.Fatalf("web_1's new address finds %v", vm)
+		}
+		got, _ := e.Event(ev.ID)
+		if got.Status != forewarn.Scheduled || !slices.Equal(got.Resources, []string{"web_1"}) {
+			t.Fatalf("the active Reboot: %s %v", got.Status, got.Resources)
+		}
+		// web_1 now sees with db, and web_0 no longer sees its Reboot.
+		if ids := eventIDs(e.View("db_0")); !slices.Equal(ids, []string{ev.ID}) {
+			t.Fatalf("db_0 sees %v after web_1 joined db", ids)
+		}
+		if ids := eventIDs(e.View("web_0")); len(ids) != 0 {
+			t.Fatalf("web_0 sees %v after web_1 left web", ids)
+		}
+		// A new event spanning web_1 and db_0 is one update domain no more.
+		if _, err := e.Create(t.Context(), engine.Spec{Type: forewarn.Reboot, VMs: []string{"web_1", "db_0"}}); forewarn.ErrorCode(err) != forewarn.EINVALID {
+			t.Fatalf("an event across update domains 3 and 0: %v", err)
+		}
+	})
+}
+
+// A stale If-Match is refused and changes nothing; a failing check too.
+func TestInventoryPreconditions(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEngine(t, mem.New(), false)
+		rev := e.InventoryRevision()
+		extra := &forewarn.VM{Name: "x", Provider: forewarn.Azure}
+		if _, err := e.ChangeInventory(t.Context(), engine.InventoryChange{Set: []*forewarn.VM{extra}, IfMatch: rev}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.ChangeInventory(t.Context(), engine.InventoryChange{Remove: []string{"x"}, IfMatch: rev}); forewarn.ErrorCode(err) != forewarn.EPRECONDITION {
+			t.Fatalf("a stale If-Match: %v", err)
+		}
+		refuse := func(*forewarn.Fleet) error { return forewarn.Errorf(forewarn.EINVALID, "no") }
+		if _, err := e.ChangeInventory(t.Context(), engine.InventoryChange{Remove: []string{"x"}, Check: refuse}); forewarn.ErrorMessage(err) != "no" {
+			t.Fatalf("a failing check: %v", err)
+		}
+		if e.Fleet().VM("x") == nil {
+			t.Fatal("a refused change removed x")
+		}
+	})
+}
+
+func eventIDs(v *engine.View) []string {
+	var ids []string
+	for _, ev := range v.Events {
+		ids = append(ids, ev.ID)
+	}
+	return ids
+}
