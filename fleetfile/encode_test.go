@@ -66,8 +66,8 @@ func dump(f *forewarn.Fleet) string {
 }
 
 // TestEncodeRoundTrip: for every shape of VM and scale set, Parse of
-// Encode gives the fleet back, Encode of that gives the same bytes, and
-// each VM's EntryJSON reads back as the VM.
+// Encode gives the fleet back, Encode of that gives the same bytes, Diff
+// finds nothing, and each VM's EntryJSON reads back as the VM.
 func TestEncodeRoundTrip(t *testing.T) {
 	for name, doc := range shapes(t) {
 		f := mustParse(t, doc)
@@ -79,6 +79,9 @@ func TestEncodeRoundTrip(t *testing.T) {
 		sameFleet(t, name+": Parse(Encode(f))", f, g)
 		if again, err := fleetfile.Encode(g); err != nil || string(again) != string(enc) {
 			t.Errorf("%s: Encode again:\n%s\nfirst:\n%s", name, again, enc)
+		}
+		if d := fleetfile.Diff(f, g, true); !d.Empty() {
+			t.Errorf("%s: Diff of the round trip: %+v", name, d)
 		}
 		for _, vm := range f.VMs {
 			def, err := fleetfile.EntryJSON(vm)
