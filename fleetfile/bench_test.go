@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"net/netip"
+	"reflect"
 	"testing"
 
 	"github.com/forewarn/forewarn"
@@ -58,8 +59,29 @@ func jsonOf(b testing.TB, f *forewarn.Fleet) []byte {
 	return doc.Bytes()
 }
 
-// BenchmarkParse reads a fleet document of 1,000 to 100,000 VMs, as
-// Encode writes it (YAML) and as JSON.
+// blockOf rewrites the flow mappings Encode writes, one a line, as block
+// mappings: "  - {a: 1, b: 2}" as "  - a: 1\n    b: 2".
+func blockOf(flow []byte) []byte {
+	var out bytes.Buffer
+	for line := range bytes.Lines(flow) {
+		entry, ok := bytes.CutPrefix(line, []byte("  - {"))
+		if !ok {
+			out.Write(line)
+			continue
+		}
+		entry = bytes.TrimSuffix(entry, []byte("}\n"))
+		out.WriteString("  - ")
+		out.Write(bytes.ReplaceAll(entry, []byte(", "), []byte("\n    ")))
+		out.WriteByte('\n')
+	}
+	return out.Bytes()
+}
+
+// BenchmarkParse reads a fleet document of 1,000 to 100,000 VMs: as
+// Encode writes it (yaml), in block mappings (yaml-block), both read by
+// the line reader; as the YAML decoder reads them (yaml-decoder, the
+// first with a "---" line, which the line reader leaves to it); and as
+// JSON.
 func BenchmarkParse(b *testing.B) {
 	for _, n := range []int{1000, 10000, 100000} {
 		f := fleetOf(b, n)
@@ -68,11 +90,17 @@ func BenchmarkParse(b *testing.B) {
 			b.Fatal(err)
 		}
 		for _, doc := range []struct {
-			format string
-			data   []byte
-		}{{"yaml", yaml}, {"json", jsonOf(b, f)}} {
-			if _, _, fast, _ := fleetfile.DecodePaths(doc.data); fast != (doc.format == "json") {
-				b.Fatalf("%s: fast path %v", doc.format, fast)
+			format, path string
+			data         []byte
+		}{
+			{"yaml", "lines", yaml},
+			{"yaml-block", "lines", blockOf(yaml)},
+			{"yaml-decoder", "", append([]byte("---\n"), yaml...)},
+			{"json", "json", jsonOf(b, f)},
+		} {
+			fast, slow, path, err := fleetfile.DecodePaths(doc.data)
+			if path != doc.path || err != nil || path != "" && !reflect.DeepEqual(fast, slow) {
+				b.Fatalf("%s: read on the %q path (%v), or otherwise than by the YAML decoder", doc.format, path, err)
 			}
 			b.Run(fmt.Sprintf("%s/vms=%d", doc.format, n), func(b *testing.B) {
 				b.SetBytes(int64(len(doc.data)))

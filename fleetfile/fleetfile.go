@@ -1,6 +1,16 @@
-// Package fleetfile loads the YAML fleet file that tells a Forewarn
-// server which VMs it answers for, and builds the default fleet used
-// when there is none.
+// Package fleetfile reads and writes fleet files, the YAML (or JSON)
+// documents that tell a Forewarn server which VMs it answers for, and
+// builds the default fleet used when there is none.
+//
+// The inventory a server keeps is changed with the same documents and
+// the same rules, so this package also gives what changing it needs:
+// ParseVM and PatchVM read one VM's definition (a fleet file entry as
+// JSON, or a JSON merge patch of it: MergePatch), CheckVM and Check hold
+// a changed inventory to the rules that span VMs, Merge and Diff say
+// what an apply of a whole document makes and changes, and Encode and
+// EntryJSON write an inventory and a definition back, so that Parse of
+// Encode's output gives the fleet back. Every refusal is an EINVALID
+// error with the fleet file's message, naming the VM and the key.
 package fleetfile
 
 import (
@@ -104,14 +114,15 @@ func Load(path string) (*forewarn.Fleet, error) {
 }
 
 // Parse parses a fleet document, YAML or JSON (a JSON document is read
-// as the YAML it also is, with the same rules and messages; the JSON is
-// only read faster): its vms and its scaleSets. Unknown keys, duplicate
+// as the YAML it also is, with the same rules and messages; JSON, and
+// YAML written one entry a line or in plain block mappings, are only
+// read faster: json.go, yamllines.go): its vms and its scaleSets. Unknown keys, duplicate
 // keys, names or addresses, keys of the other provider, topologies Azure
 // does not allow and bad values are refused with an EINVALID error
 // naming the VM (or scale set) and the key.
 func Parse(data []byte) (*forewarn.Fleet, error) {
 	var f file
-	if !decodeJSON(data, &f) {
+	if !decodeJSON(data, &f) && !decodeLines(data, &f) {
 		f = file{}
 		if err := decodeYAML(data, &f); err != nil {
 			return nil, err
@@ -343,6 +354,17 @@ func visible(where place, e *vmEntry) error {
 // the soft hyphen), line and paragraph separators, spaces other than the
 // ASCII space, and bytes that are not UTF-8 (reported as U+FFFD).
 func hidden(s string) (rune, bool) {
+	ascii := true
+	for i := 0; i < len(s) && ascii; i++ {
+		// In ASCII, only the control characters hide anything.
+		if c := s[i]; c < ' ' || c == 0x7f {
+			return rune(c), true
+		}
+		ascii = s[i] < utf8.RuneSelf
+	}
+	if ascii {
+		return 0, false
+	}
 	for _, r := range s {
 		if r == utf8.RuneError || unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp) ||
 			(unicode.IsSpace(r) && r != ' ') {

@@ -14,12 +14,26 @@ import (
 
 // FuzzParse: any input either loads into a fleet that keeps the loader's
 // invariants, or is refused with an EINVALID error; it never panics. A
-// JSON document read on the fast path reads as the YAML decoder reads
-// it. Seeds: testdata/fuzz/FuzzParse.
+// document read on a fast path reads as the YAML decoder reads it, and a
+// fleet loaded round-trips (roundTrips). Seeds: testdata/fuzz/FuzzParse,
+// the documents of TestLinesReadAlike, the fleet files of the tests and
+// examples/fleet.yaml (shapes), and what Encode writes of them.
 func FuzzParse(f *testing.F) {
 	f.Add([]byte("vms:\n  - {name: a, ip: 127.0.0.2}\n"))
 	f.Add([]byte(`{"vms": [{"name": "a", "ip": "127.0.0.2", "provider": "aws", "market": "spot"}], "scaleSets": [{"name": "s"}]}`))
+	for _, c := range linesCases {
+		f.Add([]byte(c.doc))
+	}
+	for _, doc := range shapes(f) {
+		f.Add(doc)
+		if enc, err := fleetfile.Encode(mustParse(f, doc)); err == nil {
+			f.Add(enc)
+		}
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) > 1<<16 {
+			return // bounded: the YAML decoder takes about 1 µs a byte
+		}
 		fastPathReadsAlike(t, data)
 		fleet, err := fleetfile.Parse(data)
 		if err != nil {
@@ -46,21 +60,62 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("scale set %s timeout %v", ss.Name, ss.TerminateTimeout)
 			}
 		}
+		roundTrips(t, fleet)
 	})
 }
 
-// fastPathReadsAlike fails t if the JSON fast path reads data other than
-// the YAML decoder does. The YAML decoder may refuse what the fast path
+// roundTrips fails t unless f, a fleet Parse returned, passes Check,
+// Parse of Encode of f gives f, Encode of that gives the same bytes, Diff
+// finds nothing between them, and each VM's EntryJSON reads back as the
+// VM with ParseVM (and, patched with {}, with PatchVM).
+func roundTrips(t *testing.T, f *forewarn.Fleet) {
+	t.Helper()
+	if err := fleetfile.Check(f); err != nil {
+		t.Fatalf("Check of a parsed fleet: %v", err)
+	}
+	enc, err := fleetfile.Encode(f)
+	if err != nil {
+		t.Fatalf("Encode: %v", err)
+	}
+	g, err := fleetfile.Parse(enc)
+	if err != nil {
+		t.Fatalf("Parse(Encode(f)): %v\n%s", err, enc)
+	}
+	if !reflect.DeepEqual(f.VMs, g.VMs) || !reflect.DeepEqual(f.ScaleSets, g.ScaleSets) {
+		t.Fatalf("Parse(Encode(f)) differs:%s\nwant%s\n%s", dump(g), dump(f), enc)
+	}
+	if again, err := fleetfile.Encode(g); err != nil || !bytes.Equal(again, enc) {
+		t.Fatalf("Encode again: %v\n%s\nfirst:\n%s", err, again, enc)
+	}
+	if d := fleetfile.Diff(f, g, true); !d.Empty() {
+		t.Fatalf("Diff of the round trip: %+v", d)
+	}
+	for _, vm := range f.VMs {
+		def, err := fleetfile.EntryJSON(vm)
+		if err != nil {
+			t.Fatalf("EntryJSON(%+v): %v", vm, err)
+		}
+		if back, err := fleetfile.ParseVM(vm.Name, def); err != nil || *back != *vm {
+			t.Fatalf("ParseVM(EntryJSON) = %+v, %v\nwant %+v\n%s", back, err, vm, def)
+		}
+		if back, err := fleetfile.PatchVM(vm, []byte("{}")); err != nil || *back != *vm {
+			t.Fatalf("PatchVM({}) = %+v, %v\nwant %+v", back, err, vm)
+		}
+	}
+}
+
+// fastPathReadsAlike fails t if a fast path reads data other than the
+// YAML decoder does. The YAML decoder may refuse what the JSON fast path
 // reads only for the JSON escapes it does not know: \/ and \u escapes
 // of UTF-16 surrogates.
 func fastPathReadsAlike(t *testing.T, data []byte) {
-	fast, slow, ok, err := fleetfile.DecodePaths(data)
+	fast, slow, path, err := fleetfile.DecodePaths(data)
 	switch {
-	case !ok:
-	case err != nil && !bytes.Contains(data, []byte(`\/`)) && !surrogate.Match(data):
-		t.Fatalf("the fast path read %q, which the YAML decoder refuses: %v", data, err)
+	case path == "":
+	case err != nil && (path != "json" || !bytes.Contains(data, []byte(`\/`)) && !surrogate.Match(data)):
+		t.Fatalf("the %s fast path read %q, which the YAML decoder refuses: %v", path, data, err)
 	case err == nil && !reflect.DeepEqual(fast, slow):
-		t.Fatalf("the fast path read %q as\n%+v\nthe YAML decoder as\n%+v", data, fast, slow)
+		t.Fatalf("the %s fast path read %q as\n%+v\nthe YAML decoder as\n%+v", path, data, fast, slow)
 	}
 }
 

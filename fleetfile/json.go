@@ -26,8 +26,14 @@ import (
 // decodeJSON decodes data into f and reports whether it did, when data
 // is a JSON fleet document that the fast path reads alike (see above).
 func decodeJSON(data []byte, f *file) bool {
-	if !jsonKeys(data, documentShape) {
+	ok, lens := jsonKeys(data, documentShape)
+	if !ok {
 		return false
+	}
+	// Room for every entry at once: encoding/json appends to the slice
+	// it is given, and growing it copies every entry again.
+	if n := lens[documentShape.keys["vms"]]; n > 0 {
+		f.VMs = make([]vmEntry, 0, n)
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -37,7 +43,7 @@ func decodeJSON(data []byte, f *file) bool {
 // decodeEntryJSON decodes data into e and reports whether it did, when
 // data is one JSON VM entry that the fast path reads alike.
 func decodeEntryJSON(data []byte, e *vmEntry) bool {
-	if !jsonKeys(data, entryShape) {
+	if ok, _ := jsonKeys(data, entryShape); !ok {
 		return false
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -96,19 +102,20 @@ var (
 )
 
 // jsonKeys reports whether data is one JSON object of shape s, with
-// nothing after it but white space, and only characters YAML allows.
+// nothing after it but white space, and only characters YAML allows,
+// and returns the length of each of its arrays, by the bit of its key.
 // It does not check numbers and literals: encoding/json does.
-func jsonKeys(data []byte, s *shape) bool {
-	if len(s.elems) > 64 {
-		return false
+func jsonKeys(data []byte, s *shape) (ok bool, lens [64]int) {
+	if len(s.elems) > len(lens) {
+		return false, lens
 	}
 	sc := scanner{data: data}
 	sc.space()
-	if !sc.object(s) {
-		return false
+	if !sc.object(s, &lens) {
+		return false, lens
 	}
 	sc.space()
-	return sc.pos == len(data)
+	return sc.pos == len(data), lens
 }
 
 // scanner walks a JSON document for jsonKeys.
@@ -139,8 +146,9 @@ func (sc *scanner) next(c byte) bool {
 	return false
 }
 
-// object reads an object of shape s.
-func (sc *scanner) object(s *shape) bool {
+// object reads an object of shape s, and sets lens[bit] to the length
+// of the array under the key of that bit, if lens is not nil.
+func (sc *scanner) object(s *shape, lens *[64]int) bool {
 	if !sc.next('{') {
 		return false
 	}
@@ -164,8 +172,12 @@ func (sc *scanner) object(s *shape) bool {
 		}
 		sc.space()
 		if elem := s.elems[bit]; elem != nil {
-			if !sc.array(elem) {
+			n, ok := sc.array(elem)
+			if !ok {
 				return false
+			}
+			if lens != nil {
+				lens[bit] = n
 			}
 		} else if !sc.scalar() {
 			return false
@@ -179,27 +191,29 @@ func (sc *scanner) object(s *shape) bool {
 	}
 }
 
-// array reads an array of objects of shape s, or null.
-func (sc *scanner) array(s *shape) bool {
+// array reads an array of objects of shape s, or null, and returns its
+// length.
+func (sc *scanner) array(s *shape) (n int, ok bool) {
 	if bytes.HasPrefix(sc.data[sc.pos:], []byte("null")) {
 		sc.pos += len("null")
-		return true
+		return 0, true
 	}
 	if !sc.next('[') {
-		return false
+		return 0, false
 	}
 	if sc.next(']') {
-		return true
+		return 0, true
 	}
 	for {
-		if !sc.object(s) {
-			return false
+		if !sc.object(s, nil) {
+			return n, false
 		}
+		n++
 		if sc.next(']') {
-			return true
+			return n, true
 		}
 		if !sc.next(',') {
-			return false
+			return n, false
 		}
 	}
 }
