@@ -44,7 +44,7 @@ func decodeLines(data []byte, f *file) bool {
 		if d.indent != 0 {
 			return false
 		}
-		key, rest, ok := d.key(d.line)
+		key, rest, ok := keyOf(d.line)
 		if !ok || seen[key] {
 			return false
 		}
@@ -136,10 +136,10 @@ func (d *lines) next() bool {
 // hold makes next return the current line again.
 func (d *lines) hold() { d.held = true }
 
-// key reads "key:" at the start of s, the key being letters only, and
+// keyOf reads "key:" at the start of s, the key being letters only, and
 // returns the key and what follows the colon: nothing, or a space and
 // more.
-func (d *lines) key(s []byte) (key string, rest []byte, ok bool) {
+func keyOf(s []byte) (key string, rest []byte, ok bool) {
 	i := 0
 	for i < len(s) && (s[i] >= 'a' && s[i] <= 'z' || s[i] >= 'A' && s[i] <= 'Z') {
 		i++
@@ -247,7 +247,7 @@ func flowEntry(s []byte, e reflect.Value, fs *fields) bool {
 		return len(s) == 1 || s[1] == ' ' && len(trimComment(s[1:])) == 0
 	}
 	for {
-		key, rest, ok := (*lines)(nil).key(s)
+		key, rest, ok := keyOf(s)
 		if !ok || len(rest) == 0 {
 			return false
 		}
@@ -273,7 +273,7 @@ func blockEntry(d *lines, col int, first []byte, e reflect.Value, fs *fields) bo
 	var seen uint64
 	line := first
 	for {
-		key, rest, ok := d.key(line)
+		key, rest, ok := keyOf(line)
 		if !ok {
 			return false
 		}
