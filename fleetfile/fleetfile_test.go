@@ -13,8 +13,10 @@ import (
 	"github.com/forewarn/forewarn/fleetfile"
 )
 
-func TestParseIssueShape(t *testing.T) {
-	f, err := fleetfile.Parse([]byte(`
+// Fleet files of the tests below, each with VMs of many shapes; the
+// round-trip tests (encode_test.go) encode them all.
+const (
+	issueShapeDoc = `
 vms:
   - name: web_0          # the name shown in Resources and in compute/name
     ip: 127.0.0.2        # the source address this VM's requests come from
@@ -28,7 +30,56 @@ vms:
   - name: mig
     ip: "::ffff:127.0.0.4"
     provider: GCE
-`))
+`
+	providerKeysDoc = `
+vms:
+  - {name: gpu, ip: 10.0.0.1, provider: gce, gpu: true, zone: europe-west1-b, machineType: a2-highgpu-1g, project: p1}
+  - {name: spot, ip: 10.0.0.2, provider: gce, provisioningModel: SPOT}
+  - {name: old, ip: 10.0.0.3, provider: gce, preemptible: true}
+  - {name: st, ip: 10.0.0.4, provider: gce, soleTenant: true, onHostMaintenance: terminate}
+  - {name: az, ip: 10.0.0.5, priority: Spot, zone: "1"}
+`
+	azureTopologyDoc = `
+vms:
+  - {name: web_a0, ip: 10.0.1.1, availabilitySet: web, updateDomain: 0}
+  - {name: web_a1, ip: 10.0.1.2, availabilitySet: web, updateDomain: 1}
+  - {name: vmss_0, ip: 10.0.1.3, scaleSet: vmss, instanceId: 0, placementGroup: pg0}
+  - {name: vmss_17, ip: 10.0.1.4, scaleSet: vmss, instanceId: "17", placementGroup: pg1, updateDomain: 2, priority: Spot, zone: "2"}
+  - {name: flex_1a2b3c4d, ip: 10.0.1.5, scaleSet: flex, instanceId: 1a2b3c4d}
+  - {name: flex_12345678, ip: 10.0.1.6, scaleSet: flex, instanceId: "12345678"}
+  - {name: FrontEnd_IN_0, ip: 10.0.1.7, cloudService: frontend, updateDomain: 0}
+  - {name: FrontEnd_IN_1, ip: 10.0.1.8, cloudService: frontend, updateDomain: 1}
+  - {name: zonal, ip: 10.0.1.9, zone: "3"}
+  - {name: ud, ip: 10.0.1.10, updateDomain: 4}
+`
+	scaleSetsDoc = `
+vms:
+  - {name: web_0, ip: 1.1.1.1, scaleSet: web, instanceId: 0}
+  - {name: api_0, ip: 1.1.1.2, scaleSet: api, instanceId: 0}
+scaleSets:
+  - name: web
+    terminateNotBeforeTimeout: PT10M
+  - name: api                  # the default notice
+    terminateNotifications: false
+  - name: min
+    terminateNotBeforeTimeout: PT300S
+  - name: max
+    terminateNotBeforeTimeout: PT0.25H
+  - name: secs
+    terminateNotBeforeTimeout: PT7M30.5S
+  - name: blank
+    terminateNotBeforeTimeout:
+`
+	awsKeysDoc = `vms:
+  - {name: web, ip: 10.0.0.1, provider: aws}
+  - {name: spot, ip: 10.0.0.2, provider: aws, instanceId: i-0123456789abcdef0, instanceType: c5.xlarge, availabilityZone: eu-west-1b,
+     market: spot, spotInterruptionBehavior: Hibernate, httpTokens: required, httpPutResponseHopLimit: 2}
+  - {name: asg, ip: 10.0.0.3, provider: aws, autoScalingGroup: web-asg, warmPool: stopped, market: spot}
+`
+)
+
+func TestParseIssueShape(t *testing.T) {
+	f, err := fleetfile.Parse([]byte(issueShapeDoc))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,14 +153,7 @@ func TestDefault(t *testing.T) {
 }
 
 func TestProviderKeys(t *testing.T) {
-	f, err := fleetfile.Parse([]byte(`
-vms:
-  - {name: gpu, ip: 10.0.0.1, provider: gce, gpu: true, zone: europe-west1-b, machineType: a2-highgpu-1g, project: p1}
-  - {name: spot, ip: 10.0.0.2, provider: gce, provisioningModel: SPOT}
-  - {name: old, ip: 10.0.0.3, provider: gce, preemptible: true}
-  - {name: st, ip: 10.0.0.4, provider: gce, soleTenant: true, onHostMaintenance: terminate}
-  - {name: az, ip: 10.0.0.5, priority: Spot, zone: "1"}
-`))
+	f, err := fleetfile.Parse([]byte(providerKeysDoc))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,19 +188,7 @@ vms:
 }
 
 func TestAzureTopology(t *testing.T) {
-	f, err := fleetfile.Parse([]byte(`
-vms:
-  - {name: web_a0, ip: 10.0.1.1, availabilitySet: web, updateDomain: 0}
-  - {name: web_a1, ip: 10.0.1.2, availabilitySet: web, updateDomain: 1}
-  - {name: vmss_0, ip: 10.0.1.3, scaleSet: vmss, instanceId: 0, placementGroup: pg0}
-  - {name: vmss_17, ip: 10.0.1.4, scaleSet: vmss, instanceId: "17", placementGroup: pg1, updateDomain: 2, priority: Spot, zone: "2"}
-  - {name: flex_1a2b3c4d, ip: 10.0.1.5, scaleSet: flex, instanceId: 1a2b3c4d}
-  - {name: flex_12345678, ip: 10.0.1.6, scaleSet: flex, instanceId: "12345678"}
-  - {name: FrontEnd_IN_0, ip: 10.0.1.7, cloudService: frontend, updateDomain: 0}
-  - {name: FrontEnd_IN_1, ip: 10.0.1.8, cloudService: frontend, updateDomain: 1}
-  - {name: zonal, ip: 10.0.1.9, zone: "3"}
-  - {name: ud, ip: 10.0.1.10, updateDomain: 4}
-`))
+	f, err := fleetfile.Parse([]byte(azureTopologyDoc))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,24 +293,7 @@ vms:
 }
 
 func TestScaleSets(t *testing.T) {
-	f, err := fleetfile.Parse([]byte(`
-vms:
-  - {name: web_0, ip: 1.1.1.1, scaleSet: web, instanceId: 0}
-  - {name: api_0, ip: 1.1.1.2, scaleSet: api, instanceId: 0}
-scaleSets:
-  - name: web
-    terminateNotBeforeTimeout: PT10M
-  - name: api                  # the default notice
-    terminateNotifications: false
-  - name: min
-    terminateNotBeforeTimeout: PT300S
-  - name: max
-    terminateNotBeforeTimeout: PT0.25H
-  - name: secs
-    terminateNotBeforeTimeout: PT7M30.5S
-  - name: blank
-    terminateNotBeforeTimeout:
-`))
+	f, err := fleetfile.Parse([]byte(scaleSetsDoc))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -379,12 +394,7 @@ func TestExampleFleet(t *testing.T) {
 }
 
 func TestAWSKeys(t *testing.T) {
-	f, err := fleetfile.Parse([]byte(`vms:
-  - {name: web, ip: 10.0.0.1, provider: aws}
-  - {name: spot, ip: 10.0.0.2, provider: aws, instanceId: i-0123456789abcdef0, instanceType: c5.xlarge, availabilityZone: eu-west-1b,
-     market: spot, spotInterruptionBehavior: Hibernate, httpTokens: required, httpPutResponseHopLimit: 2}
-  - {name: asg, ip: 10.0.0.3, provider: aws, autoScalingGroup: web-asg, warmPool: stopped, market: spot}
-`))
+	f, err := fleetfile.Parse([]byte(awsKeysDoc))
 	if err != nil {
 		t.Fatal(err)
 	}
