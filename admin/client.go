@@ -299,24 +299,38 @@ func (c *Client) event(ctx context.Context, method, path string) (*forewarn.Even
 // do sends in (when not nil) as JSON to path and decodes a successful
 // answer into out, or the server's error into a *forewarn.Error.
 func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
-	var body io.Reader
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return fmt.Errorf("encode request: %w", err)
-		}
-		body = bytes.NewReader(b)
+	if in == nil {
+		return c.send(ctx, method, path, nil, "", nil, out)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	b, err := json.Marshal(in)
+	if err != nil {
+		return fmt.Errorf("encode request: %w", err)
+	}
+	return c.send(ctx, method, path, b, "application/json", nil, out)
+}
+
+// send sends body (when not nil) as contentType to path with the extra
+// header hdr, and decodes a successful answer into out: JSON, or the
+// raw bytes when out is a *[]byte (with the answer's ETag in hdr's
+// place, when hdr is not nil).
+func (c *Client) send(ctx context.Context, method, path string, body []byte, contentType string, hdr http.Header, out any) error {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
 	if err != nil {
 		return forewarn.Errorf(forewarn.EINVALID, "bad server URL %q: %v", c.base, err)
+	}
+	for k, v := range hdr {
+		req.Header[k] = v
 	}
 	req.Header.Set("Accept", "application/json")
 	if c.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.Token)
 	}
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", contentType)
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
@@ -332,6 +346,16 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
 		return responseError(resp)
+	}
+	if raw, ok := out.(*[]byte); ok {
+		*raw, err = io.ReadAll(resp.Body)
+		if err != nil {
+			return forewarn.Errorf(forewarn.EUNAVAILABLE, "reading the answer of %s %s: %v", method, path, err)
+		}
+		if hdr != nil {
+			hdr.Set("ETag", resp.Header.Get("ETag"))
+		}
+		return nil
 	}
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
 		return fmt.Errorf("decode response of %s %s: %w", method, path, err)
@@ -356,6 +380,8 @@ func responseError(resp *http.Response) error {
 		code = forewarn.ENOTFOUND
 	case http.StatusConflict:
 		code = forewarn.ECONFLICT
+	case http.StatusPreconditionFailed:
+		code = forewarn.EPRECONDITION
 	case http.StatusForbidden:
 		code = forewarn.EFORBIDDEN
 	case http.StatusServiceUnavailable, http.StatusBadGateway, http.StatusGatewayTimeout:

@@ -139,10 +139,30 @@ func (s *Server) crossOrigin(r *http.Request) error {
 		"cross-origin request refused: %s; the operator API takes writes only from its own dashboard and from clients that are not browsers", why)
 }
 
+// bodyTypes returns the media types a write to r's route may carry:
+// JSON, and besides a merge patch for PATCH, YAML for a fleet document.
+// None of them is a type a web page's form or simple request can send.
+func bodyTypes(r *http.Request) map[string]bool {
+	switch {
+	case r.Method == http.MethodPatch:
+		return patchTypes
+	case r.URL.Path == "/v1/fleet/apply":
+		return fleetTypes
+	}
+	return jsonTypes
+}
+
+var (
+	jsonTypes  = map[string]bool{"application/json": true}
+	patchTypes = map[string]bool{"application/json": true, "application/merge-patch+json": true}
+	fleetTypes = map[string]bool{"application/json": true, "application/yaml": true, "application/x-yaml": true, "text/yaml": true}
+)
+
 // jsonBody refuses a write with a Content-Type other than
 // application/json (parameters allowed, a charset only if UTF-8), and a
-// write with a body but no Content-Type. A write without a body and
-// without a Content-Type (an approval, say) is accepted.
+// write with a body but no Content-Type; a PATCH may send
+// application/merge-patch+json, and a fleet apply YAML. A write without
+// a body and without a Content-Type (an approval, say) is accepted.
 func jsonBody(r *http.Request) error {
 	ct := r.Header.Get("Content-Type")
 	if ct == "" {
@@ -153,7 +173,7 @@ func jsonBody(r *http.Request) error {
 			err: forewarn.Errorf(forewarn.EINVALID, "a request body needs Content-Type: application/json")}
 	}
 	mt, params, err := mime.ParseMediaType(ct)
-	if err == nil && mt == "application/json" {
+	if err == nil && bodyTypes(r)[mt] {
 		if cs, ok := params["charset"]; !ok || strings.EqualFold(cs, "utf-8") {
 			return nil
 		}

@@ -211,6 +211,11 @@ func NewServer(eng *engine.Engine, log *slog.Logger) *Server {
 	s.mux.HandleFunc("POST /v1/maintenance", s.handleStartWave)
 	s.mux.HandleFunc("GET /v1/vms", s.handleListVMs)
 	s.mux.HandleFunc("GET /v1/vms/{name}", s.handleGetVM)
+	s.mux.HandleFunc("PUT /v1/vms/{name}", s.handlePutVM) // admin/inventory.go
+	s.mux.HandleFunc("PATCH /v1/vms/{name}", s.handlePatchVM)
+	s.mux.HandleFunc("DELETE /v1/vms/{name}", s.handleRemoveVM)
+	s.mux.HandleFunc("GET /v1/fleet", s.handleGetFleet)
+	s.mux.HandleFunc("POST /v1/fleet/apply", s.handleApplyFleet)
 	s.mux.HandleFunc("POST /v1/vms/{name}/restart", s.handleRestart)
 	s.mux.HandleFunc("POST /v1/vms/{name}/redeploy", s.handleRedeploy)
 	s.mux.HandleFunc("POST /v1/events/{id}/reschedule", s.handleReschedule)

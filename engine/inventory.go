@@ -144,7 +144,8 @@ type InventoryChange struct {
 	RemoveScaleSets []string
 	// IfMatch, when not 0, is the inventory revision the change was made
 	// against: when the inventory has moved on since, the change is
-	// refused with EPRECONDITION.
+	// refused with EPRECONDITION. -1 stands for revision 0, an inventory
+	// that never changed.
 	IfMatch int64
 	// Check, when set, validates the whole inventory the change would
 	// make; its error refuses the change.
@@ -171,9 +172,9 @@ func (e *Engine) changeInventoryOnce(ctx context.Context, c InventoryChange) (in
 		return 0, errClosed
 	}
 	inv := e.cur()
-	if c.IfMatch != 0 && c.IfMatch != inv.rev {
+	if want := max(c.IfMatch, 0); c.IfMatch != 0 && want != inv.rev {
 		return 0, forewarn.Errorf(forewarn.EPRECONDITION,
-			"the inventory is at revision %d, not %d: it changed since; read it again", inv.rev, c.IfMatch)
+			"the inventory is at revision %d, not %d: it changed since; read it again", inv.rev, want)
 	}
 	defs := map[string]*forewarn.Definition{}
 	sets := map[string]*forewarn.ScaleSet{}
@@ -228,6 +229,16 @@ func (e *Engine) changeInventoryOnce(ctx context.Context, c InventoryChange) (in
 	if err := e.commitInventory(ctx, now, nextInv, defs, sets, changed); err != nil {
 		return 0, err
 	}
+	set, removed := 0, 0
+	for _, d := range defs {
+		if d == nil {
+			removed++
+		} else {
+			set++
+		}
+	}
+	e.log.Info("inventory changed", "vms_set", set, "vms_removed", removed, "scale_sets", len(sets),
+		"events_changed", len(changed), "revision", e.cur().rev)
 	return e.cur().rev, nil
 }
 

@@ -30,9 +30,7 @@ func entryOf(vm *forewarn.VM, full bool) vmEntry {
 		AutoScalingGroup: vm.AutoScalingGroup, WarmPool: vm.WarmPool,
 		SpotInterruptionBehavior: vm.SpotInterruptionBehavior, HTTPTokens: vm.HTTPTokens,
 	}
-	if vm.IP.IsValid() {
-		e.IP = vm.IP.String()
-	}
+	e.IP = ipText(vm.IP)
 	if vm.UpdateDomain != 0 || full && vm.Provider == forewarn.Azure {
 		e.UpdateDomain = new(vm.UpdateDomain)
 	}
@@ -197,8 +195,8 @@ func CheckVM(f *forewarn.Fleet, vm *forewarn.VM) error {
 	for _, o := range f.VMs {
 		switch {
 		case o == nil || o.Name == vm.Name:
-		case o.IP == vm.IP:
-			return forewarn.Errorf(forewarn.EINVALID, "%s: ip %s is already used by %s", p, vm.IP, o.Name)
+		case addrKeyOf(o.IP, o.Provider) == addrKeyOf(vm.IP, vm.Provider):
+			return forewarn.Errorf(forewarn.EINVALID, "%s: ip %s is already used by %s", p, ipText(vm.IP), o.Name)
 		case sameInstance == nil && vm.Provider == forewarn.AWS && o.Provider == forewarn.AWS && o.InstanceID == vm.InstanceID:
 			sameInstance = o
 		}

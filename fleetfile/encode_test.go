@@ -189,7 +189,10 @@ func TestCheck(t *testing.T) {
 			`vms[0] (a): no fleet file entry gives this VM: its ProvisioningModel "SPOT" would read back as ""`},
 		{&forewarn.Fleet{VMs: []*forewarn.VM{with(vm("a", "10.0.0.1"), func(v *forewarn.VM) { v.Provider = "" })}},
 			`vms[0] (a): no fleet file entry gives this VM: its Provider "" would read back as "azure"`},
-		{&forewarn.Fleet{VMs: []*forewarn.VM{{Name: "any", Provider: forewarn.Azure}}}, "vms[0] (any): ip is required"},
+		{&forewarn.Fleet{VMs: []*forewarn.VM{{Name: "any", Provider: forewarn.Azure}, {Name: "any_gce", Provider: forewarn.GCE,
+			OnHostMaintenance: "MIGRATE", Zone: fleetfile.DefaultZone, MachineType: fleetfile.DefaultMachineType, Project: fleetfile.DefaultProject}}}, ""},
+		{&forewarn.Fleet{VMs: []*forewarn.VM{{Name: "any", Provider: forewarn.Azure}, {Name: "any2", Provider: forewarn.Azure}}},
+			"vms[1] (any2): ip any is already used by any"},
 		{&forewarn.Fleet{VMs: []*forewarn.VM{vm("a", "10.0.0.1"), nil}}, "vms[1]: the VM is missing (nil)"},
 		{&forewarn.Fleet{VMs: []*forewarn.VM{vm("a\u202e", "10.0.0.1")}}, `vms[0] ("a\u202e"): name holds the invisible or control character U+202E`},
 		{&forewarn.Fleet{VMs: []*forewarn.VM{vm("a", "10.0.0.1")}, ScaleSets: []*forewarn.ScaleSet{{Name: "s"}}},
@@ -233,5 +236,25 @@ func TestFormatISODuration(t *testing.T) {
 				t.Errorf("ParseISODuration(%s) = %v, %v; want %v", want, back, err, d)
 			}
 		}
+	}
+}
+
+// TestDefaultFleetRoundTrips: the default fleet's VMs answer every
+// caller of their API (ip: any), and its export applies back as is.
+func TestDefaultFleetRoundTrips(t *testing.T) {
+	f := fleetfile.Default()
+	b, err := fleetfile.Encode(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(b), "ip: any"); n != 3 {
+		t.Fatalf("the default fleet's export has %d ip: any, want 3:\n%s", n, b)
+	}
+	back, err := fleetfile.Parse(b)
+	if err != nil {
+		t.Fatalf("Parse(Encode(Default())): %v\n%s", err, b)
+	}
+	if !reflect.DeepEqual(back.VMs, f.VMs) {
+		t.Fatalf("Parse(Encode(Default())) = %s, want %s", dump(back), dump(f))
 	}
 }

@@ -215,22 +215,50 @@ func (p place) String() string {
 // checked so far, which the next may not reuse.
 type registry struct {
 	names     map[string]int // the index of the VM of each name
-	addrs     map[netip.Addr]string
+	addrs     map[addrKey]string
 	instances map[string]string
 }
 
-func newRegistry(n int) *registry {
-	return &registry{names: make(map[string]int, n), addrs: make(map[netip.Addr]string, n), instances: map[string]string{}}
+// addrKey is an address a VM claims: its IP, or for a VM of ip: any
+// (the zero IP), its provider's callers.
+type addrKey struct {
+	ip  netip.Addr
+	any forewarn.Provider
 }
 
-// addr claims ip for the VM at p.
-func (r *registry) addr(p place, ip netip.Addr) error {
-	if other, dup := r.addrs[ip]; dup {
-		return forewarn.Errorf(forewarn.EINVALID, "%s: ip %s is already used by %s", p, ip, other)
+func addrKeyOf(ip netip.Addr, p forewarn.Provider) addrKey {
+	if ip.IsValid() {
+		return addrKey{ip: ip}
 	}
-	r.addrs[ip] = p.name
+	return addrKey{any: p}
+}
+
+func newRegistry(n int) *registry {
+	return &registry{names: make(map[string]int, n), addrs: make(map[addrKey]string, n), instances: map[string]string{}}
+}
+
+// addr claims ip (the zero IP: every caller of provider pr) for the VM
+// at p.
+func (r *registry) addr(p place, ip netip.Addr, pr forewarn.Provider) error {
+	k := addrKeyOf(ip, pr)
+	if other, dup := r.addrs[k]; dup {
+		return forewarn.Errorf(forewarn.EINVALID, "%s: ip %s is already used by %s", p, ipText(ip), other)
+	}
+	r.addrs[k] = p.name
 	return nil
 }
+
+// ipText is ip as a fleet file writes it: "any" for the zero IP.
+func ipText(ip netip.Addr) string {
+	if !ip.IsValid() {
+		return anyIP
+	}
+	return ip.String()
+}
+
+// anyIP is the ip of a VM that answers every caller of its provider's
+// API whose address is no other VM's, as the default fleet's VMs do.
+const anyIP = "any"
 
 // instance claims the EC2 instance ID id for the VM at p.
 func (r *registry) instance(p place, id string) error {
@@ -275,16 +303,20 @@ func vmOf(p place, e *vmEntry, r *registry) (*forewarn.VM, error) {
 	if e.IP == "" {
 		return nil, forewarn.Errorf(forewarn.EINVALID, "%s: ip is required", where)
 	}
-	ip, err := netip.ParseAddr(e.IP)
-	if err != nil {
-		return nil, forewarn.Errorf(forewarn.EINVALID, "%s: ip %q is not an IP address", where, e.IP)
-	}
-	ip = ip.Unmap()
-	if why := notSource(ip); why != "" {
-		return nil, forewarn.Errorf(forewarn.EINVALID, "%s: ip %s is %s; no request comes from it", where, ip, why)
+	var ip netip.Addr
+	if e.IP != anyIP {
+		var err error
+		ip, err = netip.ParseAddr(e.IP)
+		if err != nil {
+			return nil, forewarn.Errorf(forewarn.EINVALID, "%s: ip %q is not an IP address (or any)", where, e.IP)
+		}
+		ip = ip.Unmap()
+		if why := notSource(ip); why != "" {
+			return nil, forewarn.Errorf(forewarn.EINVALID, "%s: ip %s is %s; no request comes from it", where, ip, why)
+		}
 	}
 	if r != nil {
-		if err := r.addr(where, ip); err != nil {
+		if err := r.addr(where, ip, vm.Provider); err != nil {
 			return nil, err
 		}
 	}

@@ -105,7 +105,7 @@ func TestParseErrors(t *testing.T) {
 		"vms: []":                              "no VMs: the vms list is empty",
 		"vms:\n  - ip: 127.0.0.2":              "vms[0]: name is required",
 		"vms:\n  - name: a":                    "vms[0] (a): ip is required",
-		"vms:\n  - name: a\n    ip: nope":      `vms[0] (a): ip "nope" is not an IP address`,
+		"vms:\n  - name: a\n    ip: nope":      `vms[0] (a): ip "nope" is not an IP address (or any)`,
 		"vms:\n  - name: a b\n    ip: 1.2.3.4": "vms[0] (a b): name may not contain spaces, commas, slashes, quotes or backslashes",
 		"vms:\n  - name: a\n    ip: 1.2.3.4\n  - name: a\n    ip: 1.2.3.5": "vms[1] (a): name is already used by vms[0]",
 		"vms:\n  - name: a\n    ip: 1.2.3.4\n  - name: b\n    ip: 1.2.3.4": "vms[1] (b): ip 1.2.3.4 is already used by a",

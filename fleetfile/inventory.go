@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"net/netip"
 	"strconv"
 	"strings"
 
@@ -89,7 +88,7 @@ func Merge(old, doc *forewarn.Fleet, prune bool) (*forewarn.Fleet, error) {
 		at[vm.Name] = i
 	}
 	placed := make([]bool, len(doc.VMs))
-	stay := &registry{addrs: make(map[netip.Addr]string, len(old.VMs)), instances: map[string]string{}}
+	stay := &registry{addrs: make(map[addrKey]string, len(old.VMs)), instances: map[string]string{}}
 	out := &forewarn.Fleet{VMs: make([]*forewarn.VM, 0, len(old.VMs)+len(doc.VMs))}
 	for _, vm := range old.VMs {
 		if i, ok := at[vm.Name]; ok {
@@ -101,7 +100,7 @@ func Merge(old, doc *forewarn.Fleet, prune bool) (*forewarn.Fleet, error) {
 			continue
 		}
 		out.VMs = append(out.VMs, vm)
-		stay.addrs[vm.IP] = vm.Name
+		stay.addrs[addrKeyOf(vm.IP, vm.Provider)] = vm.Name
 		if vm.Provider == forewarn.AWS {
 			stay.instances[vm.InstanceID] = vm.Name
 		}
@@ -114,7 +113,7 @@ func Merge(old, doc *forewarn.Fleet, prune bool) (*forewarn.Fleet, error) {
 	if len(stay.addrs) > 0 {
 		for i, vm := range doc.VMs {
 			p := place{index: i, name: vm.Name}
-			if err := stay.addr(p, vm.IP); err != nil {
+			if err := stay.addr(p, vm.IP, vm.Provider); err != nil {
 				return nil, err
 			}
 			if vm.Provider == forewarn.AWS {

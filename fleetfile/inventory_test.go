@@ -47,7 +47,7 @@ func TestParseVMErrors(t *testing.T) {
 		{"a", `{"ip": "1.2.3.4", "provider": "aws", "availabilitySet": "x"}`, `VM "a": availabilitySet is an azure key; this VM's provider is aws`},
 		{"a", `{"ip": "1.2.3.4", "provider": "gce", "priority": "Spot"}`, `VM "a": priority is an azure key; use preemptible or provisioningModel on gce`},
 		{"a", `{"ip": "1.2.3.4", "provider": "ibm"}`, `VM "a": provider "ibm" is not azure, gce or aws`},
-		{"a", `{"ip": "nope"}`, `VM "a": ip "nope" is not an IP address`},
+		{"a", `{"ip": "nope"}`, `VM "a": ip "nope" is not an IP address (or any)`},
 		{"a", `{"ip": "224.0.0.1"}`, `VM "a": ip 224.0.0.1 is a multicast address; no request comes from it`},
 		{"a", `{"provider": "gce"}`, `VM "a": ip is required`},
 		{"a", `{"ip": "1.2.3.4", "updateDomain": -1}`, `VM "a": updateDomain -1 is negative`},

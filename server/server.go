@@ -121,6 +121,9 @@ func newServer(ctx context.Context, cfg Config) (_ *Server, err error) {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 
+	// The fleet given is applied to the store's inventory at start; the
+	// default fleet only to an empty one.
+	seedOnly := false
 	switch {
 	case cfg.Fleet != nil:
 		s.fleet = cfg.Fleet
@@ -129,7 +132,7 @@ func newServer(ctx context.Context, cfg Config) (_ *Server, err error) {
 			return nil, err
 		}
 	default:
-		s.fleet = fleetfile.Default()
+		s.fleet, seedOnly = fleetfile.Default(), true
 	}
 	token, err := adminToken(cfg.AdminTokenFile, s.log)
 	if err != nil {
@@ -171,13 +174,14 @@ func newServer(ctx context.Context, cfg Config) (_ *Server, err error) {
 	}
 
 	s.mets = metrics.New(cfg.Store)
-	s.eng, err = engine.New(ctx, engine.Config{Store: s.store, Fleet: s.fleet, Logger: s.log,
+	s.eng, err = engine.New(ctx, engine.Config{Store: s.store, Fleet: s.fleet, SeedOnly: seedOnly, Logger: s.log,
 		AllowShortNotice: cfg.AllowShortNotice, DisableAfter: cfg.DisableAfter, Replica: cfg.ReplicaName,
 		WriteWait: writeWait(cfg), Observer: s.mets})
 	if err != nil {
 		return nil, fmt.Errorf("start engine: %w", err)
 	}
 	undo = append(undo, func() { s.eng.Close() })
+	s.fleet = s.eng.Fleet() // the inventory in force, the file applied
 	s.mets.Watch(s.eng)
 
 	mdLn, adLn := cfg.MetadataListener, cfg.AdminListener
@@ -333,9 +337,9 @@ func (s *Server) release() {
 // with it as the operator API does.
 func (s *Server) Engine() *engine.Engine { return s.eng }
 
-// Fleet returns the fleet the server answers for. It must not be
-// modified.
-func (s *Server) Fleet() *forewarn.Fleet { return s.fleet }
+// Fleet returns the inventory the server answers for now: it changes
+// with every inventory change. It must not be modified.
+func (s *Server) Fleet() *forewarn.Fleet { return s.eng.Fleet() }
 
 // MetadataAddr returns the address the metadata API listens on, with
 // the port the system chose for a port 0.

@@ -29,7 +29,9 @@ const usage = `usage: forewarn <command> [arguments]
 commands:
   serve        run the metadata API and the operator API
   event        create, list, approve, start, complete or cancel events
-  vm           list VMs; restart, redeploy, evict, start, delete or degrade a VM
+  vm           list VMs; restart, redeploy, evict, start, delete or degrade a VM;
+               add, set or remove a VM of the inventory
+  fleet        apply a fleet file to the inventory, or export it
   maintenance  start or list platform maintenance waves over a scope
   scaleset     list scale sets; change a scale set's Terminate timeout or notifications
   agent        run the node agent on a VM: watch its events, run handlers, approve
@@ -62,6 +64,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runEvent(ctx, args[1:], stdout, stderr)
 	case "vm":
 		return runVM(ctx, args[1:], stdout, stderr)
+	case "fleet":
+		return runFleet(ctx, args[1:], stdout, stderr)
 	case "maintenance":
 		return runMaintenance(ctx, args[1:], stdout, stderr)
 	case "scaleset":

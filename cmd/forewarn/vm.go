@@ -37,6 +37,12 @@ commands:
                                  member
   degrade   ` + vmActionSynopsis + `    raise the Platform Redeploy of a predicted hardware
                                  failure (default notice 7 days)
+  add       ` + vmAddSynopsis + `
+                                 register a VM in the inventory (KEY: a fleet file key)
+  set       ` + vmSetSynopsis + `
+                                 change fleet file keys of a VM (KEY= for the default)
+  remove    ` + vmRemoveSynopsis + `                 deregister a VM: no Terminate, no notice; its
+                                 address is refused at once
 
 Every command takes --server URL (default $` + serverEnv + `, else ` + defaultServer + `).
 Run 'forewarn vm <command> -h' for a command's flags.
@@ -51,6 +57,12 @@ func runVM(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "list":
 		return vmList(ctx, args[1:], stdout, stderr)
+	case "add":
+		return vmAdd(ctx, args[1:], stdout, stderr)
+	case "set":
+		return vmSet(ctx, args[1:], stdout, stderr)
+	case "remove":
+		return vmRemoveFromInventory(ctx, args[1:], stdout, stderr)
 	case "show":
 		return vmShow(ctx, args[1:], stdout, stderr)
 	case "restart", "redeploy", "degrade":
