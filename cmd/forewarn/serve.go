@@ -48,7 +48,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.DurationVar(&cfg.EtcdTimeout, "etcd-timeout", cfg.EtcdTimeout, "bound of every etcd call; a write that cannot reach a quorum in it gets 503")
 	fs.DurationVar(&cfg.LeaderTTL, "leader-ttl", cfg.LeaderTTL, "lease of the leader, whole seconds: a dead leader is replaced this long after")
 	fs.StringVar(&cfg.ReplicaName, "replica-name", "", "this replica's name in 'forewarn cluster status' (default: the host name)")
-	fs.StringVar(&cfg.FleetFile, "fleet", "", "fleet file (YAML); without it, one Azure VM named after the host answers every caller")
+	fs.StringVar(&cfg.FleetFile, "fleet", "", "fleet `file` (YAML or JSON) applied to the inventory at start, adding or replacing the VMs it names; without it, an empty store gets the default fleet (an Azure, a GCE and an EC2 VM named after the host, each answering every caller of its API)")
 	fs.BoolVar(&cfg.AllowShortNotice, "allow-short-notice", false, "accept notices below the per-type minimums (testing and development)")
 	fs.DurationVar(&cfg.DisableAfter, "disable-after", cfg.DisableAfter, "disable a VM's scheduled events after this long without a request")
 	fs.DurationVar(&cfg.FirstCallDelay, "first-call-delay", 0, "delay the answer to the call that enables a VM's scheduled events (the real service takes up to 2m)")
