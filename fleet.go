@@ -123,8 +123,17 @@ type Fleet struct {
 	ScaleSets []*ScaleSet `json:"scaleSets,omitempty"`
 
 	// byName indexes VMs on first use; the VMs must not change after.
+	// lookup, when set, is the index of a fleet built with IndexedFleet.
 	once   sync.Once
 	byName map[string]*VM
+	lookup func(string) *VM
+}
+
+// IndexedFleet returns the fleet of vms and sets whose VM method asks
+// lookup, an index of vms by name that the caller keeps (and must keep
+// true to vms), rather than building its own on first use.
+func IndexedFleet(vms []*VM, sets []*ScaleSet, lookup func(string) *VM) *Fleet {
+	return &Fleet{VMs: vms, ScaleSets: sets, lookup: lookup}
 }
 
 // ScaleSet holds the settings of one scale set.
@@ -189,6 +198,9 @@ func (f *Fleet) Scope(name string) (kind string, vms []*VM, err error) {
 
 // VM returns the VM named name, or nil.
 func (f *Fleet) VM(name string) *VM {
+	if f.lookup != nil {
+		return f.lookup(name)
+	}
 	f.once.Do(func() {
 		f.byName = make(map[string]*VM, len(f.VMs))
 		for _, vm := range f.VMs {

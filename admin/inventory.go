@@ -139,11 +139,9 @@ func (s *Server) handlePatchVM(w http.ResponseWriter, r *http.Request) {
 // setVM puts vm in the inventory and answers its definition.
 func (s *Server) setVM(w http.ResponseWriter, r *http.Request, vm *forewarn.VM, match int64) {
 	created := s.eng.Fleet().VM(vm.Name) == nil
-	rev, err := s.eng.ChangeInventory(r.Context(), engine.InventoryChange{
-		Set:     []*forewarn.VM{vm},
-		IfMatch: match,
-		Check:   func(f *forewarn.Fleet) error { return fleetfile.CheckVM(f, f.VM(vm.Name)) },
-	})
+	// The engine refuses an address or instance ID another VM holds,
+	// from its indexes; ParseVM checked the rest.
+	rev, err := s.eng.ChangeInventory(r.Context(), engine.InventoryChange{Set: []*forewarn.VM{vm}, IfMatch: match})
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -584,7 +584,7 @@ func (e *Engine) groupByScope(names []string) [][]string {
 	var groups [][]string
 	for _, name := range names {
 		var k key
-		for j, g := range e.cur().peers[name] {
+		for j, g := range e.cur().peersOf(name) {
 			k[j] = &g[0]
 		}
 		i, ok := at[k]
@@ -1109,7 +1109,7 @@ func (e *Engine) touchedBy(changed []*forewarn.Event) map[string]bool {
 func (e *Engine) buildView(vm *forewarn.VM) *View {
 	v := &View{VM: vm, Incarnation: e.inc[vm.Name], changed: make(chan struct{})}
 	shared := false
-	for _, g := range e.cur().peers[vm.Name] {
+	for _, g := range e.cur().peersOf(vm.Name) {
 		if len(g) > 1 {
 			for _, ev := range e.byGroup[&g[0]] {
 				v.Events = append(v.Events, ev)
@@ -1176,7 +1176,7 @@ func (e *Engine) install(ev *forewarn.Event) {
 		if !ev.Status.Active() {
 			continue
 		}
-		for _, g := range e.cur().peers[r] {
+		for _, g := range e.cur().peersOf(r) {
 			if len(g) < 2 {
 				continue
 			}
@@ -1212,7 +1212,7 @@ func (e *Engine) install(ev *forewarn.Event) {
 func (e *Engine) uninstall(old *forewarn.Event) {
 	for _, r := range old.Resources {
 		delete(e.byVM[r], old.ID)
-		for _, g := range e.cur().peers[r] {
+		for _, g := range e.cur().peersOf(r) {
 			if len(g) > 1 {
 				delete(e.byGroup[&g[0]], old.ID)
 			}
@@ -1232,7 +1232,7 @@ func (e *Engine) audience(ev *forewarn.Event, set map[string]bool) {
 	var done map[**forewarn.VM]bool
 	for _, r := range ev.Resources {
 		set[r] = true
-		for _, g := range e.cur().peers[r] {
+		for _, g := range e.cur().peersOf(r) {
 			if len(g) < 2 || done[&g[0]] {
 				continue
 			}

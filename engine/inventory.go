@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"cmp"
 	"context"
 	"maps"
 	"net/netip"
@@ -26,78 +25,6 @@ type member struct {
 	// seen is when the VM last called its metadata API (Unix ns), and
 	// saved what the store holds of it.
 	seen, saved atomic.Int64
-}
-
-// inventory is the fleet as of one inventory revision, with its indexes.
-// It is immutable once built: a change builds a new one.
-type inventory struct {
-	// rev is the store's InventoryRevision it reflects.
-	rev   int64
-	fleet *forewarn.Fleet
-	defs  map[string]*forewarn.Definition
-	sets  map[string]*forewarn.ScaleSet
-	// nextSeq is the Seq the next VM registered gets.
-	nextSeq int64
-	// peers holds, for each VM, the groups of VMs it shares a scope with
-	// (each group includes the VM itself); services, for each VM of a
-	// scale set, the groups it shares enablement with.
-	peers, services map[string][][]*forewarn.VM
-	// scaleSets lists the VM names of each scale set.
-	scaleSets map[string][]string
-	// peerSig fingerprints each Azure VM's peers (see VMRecord.Peers).
-	peerSig map[string]string
-	// index finds a VM by the source address of its requests.
-	index *forewarn.Index
-}
-
-// buildInventory indexes the definitions defs and scale sets sets, as of
-// inventory revision rev. The fleet lists the VMs by Seq.
-func buildInventory(rev int64, defs map[string]*forewarn.Definition, sets map[string]*forewarn.ScaleSet) *inventory {
-	inv := &inventory{rev: rev, defs: defs, sets: sets, nextSeq: 1}
-	order := make([]*forewarn.Definition, 0, len(defs))
-	for _, d := range defs {
-		order = append(order, d)
-		inv.nextSeq = max(inv.nextSeq, d.Seq+1)
-	}
-	slices.SortFunc(order, func(a, b *forewarn.Definition) int {
-		return cmp.Or(cmp.Compare(a.Seq, b.Seq), cmp.Compare(a.VM.Name, b.VM.Name))
-	})
-	f := &forewarn.Fleet{VMs: make([]*forewarn.VM, len(order))}
-	for i, d := range order {
-		f.VMs[i] = d.VM
-	}
-	for _, name := range slices.Sorted(maps.Keys(sets)) {
-		f.ScaleSets = append(f.ScaleSets, sets[name])
-	}
-	inv.fleet = f
-	inv.peers = scopeGroups(f)
-	inv.services = serviceGroups(f)
-	inv.scaleSets = make(map[string][]string)
-	for _, vm := range f.VMs {
-		if vm.ScaleSet != "" {
-			inv.scaleSets[vm.ScaleSet] = append(inv.scaleSets[vm.ScaleSet], vm.Name)
-		}
-	}
-	inv.peerSig = make(map[string]string, len(f.VMs))
-	sigs := map[[3]*forewarn.VM]string{} // by the groups' first VMs
-	for _, vm := range f.VMs {
-		if vm.Provider != forewarn.Azure {
-			continue
-		}
-		groups := inv.peers[vm.Name]
-		var key [3]*forewarn.VM
-		for i, g := range groups {
-			key[i] = g[0]
-		}
-		sig, ok := sigs[key]
-		if !ok {
-			sig = peerSignature(groups)
-			sigs[key] = sig
-		}
-		inv.peerSig[vm.Name] = sig
-	}
-	inv.index = forewarn.NewIndex(f)
-	return inv
 }
 
 // cur returns the inventory in force.
@@ -128,7 +55,7 @@ func (e *Engine) InventoryRevision() int64 { return e.cur().rev }
 // of the inventory that answers every caller of provider p's API, or
 // nil. It reads the inventory in force without a lock.
 func (e *Engine) Lookup(addr netip.Addr, p forewarn.Provider) *forewarn.VM {
-	return e.cur().index.Lookup(addr, p)
+	return e.cur().lookup(addr, p)
 }
 
 // InventoryChange is one change of the inventory, made in one commit.
@@ -148,7 +75,9 @@ type InventoryChange struct {
 	// that never changed.
 	IfMatch int64
 	// Check, when set, validates the whole inventory the change would
-	// make; its error refuses the change.
+	// make; its error refuses the change. Without it, the change is
+	// still refused (EINVALID) when it gives a VM an address or an EC2
+	// instance ID that a VM it leaves alone holds.
 	Check func(*forewarn.Fleet) error
 }
 
@@ -180,7 +109,7 @@ func (e *Engine) changeInventoryOnce(ctx context.Context, c InventoryChange) (in
 	sets := map[string]*forewarn.ScaleSet{}
 	next := inv.nextSeq
 	for _, name := range c.Remove {
-		if inv.defs[name] == nil {
+		if inv.def(name) == nil {
 			return 0, forewarn.Errorf(forewarn.ENOTFOUND, "no VM named %q", name)
 		}
 		defs[name] = nil
@@ -190,7 +119,7 @@ func (e *Engine) changeInventoryOnce(ctx context.Context, c InventoryChange) (in
 			return 0, forewarn.Errorf(forewarn.EINVALID, "a VM without a name")
 		}
 		vm := new(*given) // the inventory's own, whatever the caller does with given
-		old := inv.defs[vm.Name]
+		old := inv.def(vm.Name)
 		switch {
 		case old != nil && sameVM(old.VM, vm):
 			delete(defs, vm.Name)
@@ -218,6 +147,9 @@ func (e *Engine) changeInventoryOnce(ctx context.Context, c InventoryChange) (in
 	if len(defs) == 0 && len(sets) == 0 {
 		return inv.rev, nil
 	}
+	if err := inv.conflict(defs); err != nil {
+		return 0, err
+	}
 	nextInv := inv.with(0, defs, sets)
 	if c.Check != nil {
 		if err := c.Check(nextInv.fleet); err != nil {
@@ -225,7 +157,7 @@ func (e *Engine) changeInventoryOnce(ctx context.Context, c InventoryChange) (in
 		}
 	}
 	now := time.Now()
-	changed := e.dropRemoved(inv, nextInv, now)
+	changed := e.dropRemoved(defs, now)
 	if err := e.commitInventory(ctx, now, nextInv, defs, sets, changed); err != nil {
 		return 0, err
 	}
@@ -245,41 +177,13 @@ func (e *Engine) changeInventoryOnce(ctx context.Context, c InventoryChange) (in
 // sameVM reports whether a and b define the same VM.
 func sameVM(a, b *forewarn.VM) bool { return *a == *b }
 
-// with returns the inventory inv changes into with the definitions defs
-// and sets (a nil value removes), at revision rev.
-func (inv *inventory) with(rev int64, defs map[string]*forewarn.Definition, sets map[string]*forewarn.ScaleSet) *inventory {
-	d := maps.Clone(inv.defs)
-	if d == nil {
-		d = map[string]*forewarn.Definition{}
-	}
-	for name, def := range defs {
-		if def == nil {
-			delete(d, name)
-		} else {
-			d[name] = def
-		}
-	}
-	s := maps.Clone(inv.sets)
-	if s == nil {
-		s = map[string]*forewarn.ScaleSet{}
-	}
-	for name, ss := range sets {
-		if ss == nil {
-			delete(s, name)
-		} else {
-			s[name] = ss
-		}
-	}
-	return buildInventory(rev, d, s)
-}
-
 // dropRemoved returns the new versions of the active events that name
-// VMs in inv but not in next: without them, and canceled when none is
-// left. e.mu must be held.
-func (e *Engine) dropRemoved(inv, next *inventory, now time.Time) []*forewarn.Event {
+// the VMs defs removes: without them, and canceled when none is left.
+// e.mu must be held.
+func (e *Engine) dropRemoved(defs map[string]*forewarn.Definition, now time.Time) []*forewarn.Event {
 	byID := map[string]*forewarn.Event{}
-	for name := range inv.defs {
-		if next.defs[name] != nil {
+	for name, d := range defs {
+		if d != nil {
 			continue
 		}
 		for _, ev := range e.byVM[name] {
@@ -311,14 +215,18 @@ func (e *Engine) dropRemoved(inv, next *inventory, now time.Time) []*forewarn.Ev
 // be held.
 func (e *Engine) moved(inv, next *inventory) map[string]bool {
 	out := map[string]bool{}
-	for name, sig := range next.peerSig {
-		if old, ok := inv.peerSig[name]; ok && old == sig {
+	for name := range next.affected {
+		sig, ok := next.sigOf(name)
+		if !ok {
 			continue
 		}
-		if e.groupsHaveEvents(inv.peers[name]) || e.groupsHaveEvents(next.peers[name]) {
+		if old, ok := inv.sigOf(name); ok && old == sig {
+			continue
+		}
+		if e.groupsHaveEvents(inv.peersOf(name)) || e.groupsHaveEvents(next.peersOf(name)) {
 			out[name] = true
 		}
-		for _, g := range inv.peers[name] {
+		for _, g := range inv.peersOf(name) {
 			for _, ev := range e.byVM[name] {
 				if ev.Status.Active() && len(g) > 1 {
 					for _, p := range g {
@@ -369,17 +277,17 @@ func (e *Engine) commitInventory(ctx context.Context, now time.Time, next *inven
 		if d == nil {
 			continue
 		}
-		if inv.defs[name] == nil && e.inc[name] > 0 {
+		if inv.def(name) == nil && e.inc[name] > 0 {
 			// Registered again: its document starts past every one it
 			// was served before.
 			incs[name] = e.inc[name] + 1
 		}
-		if sig, ok := next.peerSig[name]; ok && sig != inv.peerSig[name] {
+		if sig, ok := next.sigOf(name); ok && sig != first(inv.sigOf(name)) {
 			recs[name] = &forewarn.VMRecord{Peers: sig}
 		}
 	}
 	for name := range touched {
-		if sig, ok := next.peerSig[name]; ok && sig != inv.peerSig[name] && recs[name] == nil {
+		if sig, ok := next.sigOf(name); ok && sig != first(inv.sigOf(name)) && recs[name] == nil {
 			recs[name] = &forewarn.VMRecord{Peers: sig}
 		}
 	}
@@ -435,11 +343,12 @@ func (e *Engine) installInventory(next *inventory, defs map[string]*forewarn.Def
 		}
 	}
 	e.members.Apply(adds)
+	moved := e.detach(inv, changed, next.affected)
 	e.inv.Store(next)
 	for _, c := range changed {
 		e.install(c)
 	}
-	e.reindexGroups()
+	e.reattach(moved)
 	for name, n := range incs {
 		e.inc[name] = max(e.inc[name], n)
 	}
@@ -474,39 +383,86 @@ func (e *Engine) retire(gone []*forewarn.VM) {
 	e.members.Apply(dels)
 }
 
-// reindexGroups indexes every active event by the scope groups of the
-// inventory in force. e.mu must be held.
-func (e *Engine) reindexGroups() {
-	e.byGroup = make(map[**forewarn.VM]map[string]*forewarn.Event)
-	peers := e.cur().peers
-	for _, ev := range e.events {
-		if !ev.Status.Active() {
-			continue
+// detach takes out of the scope group index, as inv groups them, the
+// old versions of the events changed and the active events of the VMs
+// named in names, whose groups an inventory change rebuilds; it returns
+// the IDs of the latter, for reattach once the new inventory is in
+// force. e.mu must be held.
+func (e *Engine) detach(inv *inventory, changed []*forewarn.Event, names map[string]bool) []string {
+	for _, c := range changed {
+		if old := e.events[c.ID]; old != nil {
+			e.unindexGroups(inv, old)
 		}
-		for _, r := range ev.Resources {
-			for _, g := range peers[r] {
-				if len(g) < 2 {
-					continue
-				}
-				m := e.byGroup[&g[0]]
-				if m == nil {
-					m = map[string]*forewarn.Event{}
-					e.byGroup[&g[0]] = m
-				}
-				m[ev.ID] = ev
+	}
+	var ids []string
+	seen := map[string]bool{}
+	for n := range names {
+		for _, ev := range e.byVM[n] {
+			if ev.Status.Active() && !seen[ev.ID] {
+				seen[ev.ID] = true
+				ids = append(ids, ev.ID)
+				e.unindexGroups(inv, ev)
 			}
+		}
+	}
+	return ids
+}
+
+// reattach indexes the events ids by the scope groups of the inventory
+// in force. e.mu must be held.
+func (e *Engine) reattach(ids []string) {
+	for _, id := range ids {
+		if ev := e.events[id]; ev != nil && ev.Status.Active() {
+			e.indexGroups(ev)
+		}
+	}
+}
+
+// unindexGroups takes ev out of the index of the scope groups inv puts
+// its Resources in. e.mu must be held.
+func (e *Engine) unindexGroups(inv *inventory, ev *forewarn.Event) {
+	for _, r := range ev.Resources {
+		for _, g := range inv.peersOf(r) {
+			if m := e.byGroup[&g[0]]; m != nil {
+				delete(m, ev.ID)
+				if len(m) == 0 {
+					delete(e.byGroup, &g[0])
+				}
+			}
+		}
+	}
+}
+
+// indexGroups indexes the active event ev by the scope groups of more
+// than one VM that its Resources belong to. e.mu must be held.
+func (e *Engine) indexGroups(ev *forewarn.Event) {
+	inv := e.cur()
+	for _, r := range ev.Resources {
+		for _, g := range inv.peersOf(r) {
+			if len(g) < 2 {
+				continue
+			}
+			m := e.byGroup[&g[0]]
+			if m == nil {
+				m = map[string]*forewarn.Event{}
+				e.byGroup[&g[0]] = m
+			}
+			m[ev.ID] = ev
 		}
 	}
 }
 
 // applyInventory installs the inventory part of a commit another replica
 // (or this one, through the follow loop) made: defs and sets at revision
-// rev. It returns the VMs whose views it must publish. e.mu must be held,
-// and the commit's events not yet installed.
-func (e *Engine) applyInventory(rev int64, defs map[string]*forewarn.Definition, sets map[string]*forewarn.ScaleSet) (next *inventory, gone []*forewarn.VM, touched map[string]bool) {
+// rev, with the events changed. It returns the VMs whose views it must
+// publish, and the events to reattach once the commit's events are
+// installed. e.mu must be held, and the commit's events not yet
+// installed.
+func (e *Engine) applyInventory(rev int64, defs map[string]*forewarn.Definition, sets map[string]*forewarn.ScaleSet, changed []*forewarn.Event) (gone []*forewarn.VM, touched map[string]bool, moved []string) {
 	inv := e.cur()
-	next = inv.with(rev, defs, sets)
+	next := inv.with(rev, defs, sets)
 	touched = e.moved(inv, next)
+	moved = e.detach(inv, changed, next.affected)
 	var adds []cow.Entry[string, *member]
 	for name, d := range defs {
 		if d == nil {
@@ -523,7 +479,7 @@ func (e *Engine) applyInventory(rev int64, defs map[string]*forewarn.Definition,
 	}
 	e.members.Apply(adds)
 	e.inv.Store(next)
-	return next, gone, touched
+	return gone, touched, moved
 }
 
 // unixTime returns the time of Unix nanoseconds ns, zero for 0.
@@ -533,3 +489,6 @@ func unixTime(ns int64) time.Time {
 	}
 	return time.Unix(0, ns).UTC()
 }
+
+// first returns v, dropping ok.
+func first[T any](v T, _ bool) T { return v }

@@ -227,3 +227,40 @@ func eventIDs(v *engine.View) []string {
 	}
 	return ids
 }
+
+// A VM may not take an address another VM keeps; two VMs may swap theirs
+// in one change.
+func TestInventoryAddressesUnique(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEngine(t, mem.New(), false)
+		a, b := netip.MustParseAddr("198.18.1.1"), netip.MustParseAddr("198.18.1.2")
+		x := &forewarn.VM{Name: "x", Provider: forewarn.Azure, IP: a}
+		y := &forewarn.VM{Name: "y", Provider: forewarn.Azure, IP: b}
+		if _, err := e.ChangeInventory(t.Context(), engine.InventoryChange{Set: []*forewarn.VM{x, y}}); err != nil {
+			t.Fatal(err)
+		}
+		z := &forewarn.VM{Name: "z", Provider: forewarn.Azure, IP: a}
+		if _, err := e.ChangeInventory(t.Context(), engine.InventoryChange{Set: []*forewarn.VM{z}}); forewarn.ErrorMessage(err) != `VM "z": ip 198.18.1.1 is already used by x` {
+			t.Fatalf("z taking x's address: %v", err)
+		}
+		x2, y2 := *x, *y
+		x2.IP, y2.IP = b, a
+		if _, err := e.ChangeInventory(t.Context(), engine.InventoryChange{Set: []*forewarn.VM{&x2, &y2}}); err != nil {
+			t.Fatalf("x and y swapping addresses: %v", err)
+		}
+		if vm := e.Lookup(a, forewarn.Azure); vm == nil || vm.Name != "y" {
+			t.Fatalf("a finds %v, want y", vm)
+		}
+		if vm := e.Lookup(b, forewarn.Azure); vm == nil || vm.Name != "x" {
+			t.Fatalf("b finds %v, want x", vm)
+		}
+		// z takes an address that the same change frees by removing x.
+		z.IP = b
+		if _, err := e.ChangeInventory(t.Context(), engine.InventoryChange{Set: []*forewarn.VM{z}, Remove: []string{"x"}}); err != nil {
+			t.Fatalf("z taking the address of x, removed: %v", err)
+		}
+		if vm := e.Lookup(b, forewarn.Azure); vm == nil || vm.Name != "z" {
+			t.Fatalf("b finds %v, want z", vm)
+		}
+	})
+}

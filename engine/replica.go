@@ -209,10 +209,10 @@ func (e *Engine) apply(u *forewarn.Update) bool {
 	}
 	touched := e.touchedBy(c.Events)
 	var gone []*forewarn.VM
-	inventory := len(c.Inventory) > 0 || len(c.InventorySets) > 0
-	if inventory {
+	var regroup []string
+	if len(c.Inventory) > 0 || len(c.InventorySets) > 0 {
 		var moved map[string]bool
-		_, gone, moved = e.applyInventory(u.Revision, c.Inventory, c.InventorySets)
+		gone, moved, regroup = e.applyInventory(u.Revision, c.Inventory, c.InventorySets, c.Events)
 		for name := range moved {
 			touched[name] = true
 		}
@@ -231,9 +231,7 @@ func (e *Engine) apply(u *forewarn.Update) bool {
 	for _, ev := range c.Events {
 		e.install(ev)
 	}
-	if inventory {
-		e.reindexGroups()
-	}
+	e.reattach(regroup)
 	for name, n := range c.Incarnations {
 		if n > e.inc[name] {
 			e.inc[name] = n
@@ -329,14 +327,14 @@ func (e *Engine) reset(st *forewarn.State) {
 	next := buildInventory(st.InventoryRevision, st.Inventory, st.InventorySets)
 	var gone []*forewarn.VM
 	for _, vm := range inv.fleet.VMs {
-		if next.defs[vm.Name] == nil {
+		if next.def(vm.Name) == nil {
 			gone = append(gone, vm)
 		}
 	}
 	var adds []cow.Entry[string, *member]
-	for name := range next.defs {
-		if e.member(name) == nil {
-			adds = append(adds, cow.Entry[string, *member]{Key: name, Value: &member{}})
+	for _, vm := range next.fleet.VMs {
+		if e.member(vm.Name) == nil {
+			adds = append(adds, cow.Entry[string, *member]{Key: vm.Name, Value: &member{}})
 		}
 	}
 	e.members.Apply(adds)

@@ -56,8 +56,11 @@ func (e *Engine) lockedScaleSetSettings(name string) forewarn.ScaleSetRecord {
 func (e *Engine) ScaleSets() []ScaleSetInfo {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	out := make([]ScaleSetInfo, 0, len(e.cur().scaleSets))
-	for name, vms := range e.cur().scaleSets {
+	inv := e.cur()
+	names := inv.scaleSetNames()
+	out := make([]ScaleSetInfo, 0, len(names))
+	for _, name := range names {
+		vms, _ := inv.scaleSetVMs(name)
 		out = append(out, e.scaleSetInfo(name, len(vms)))
 	}
 	slices.SortFunc(out, func(a, b ScaleSetInfo) int { return cmp.Compare(a.Name, b.Name) })
@@ -143,7 +146,7 @@ func (e *Engine) setScaleSet(ctx context.Context, name string, c ScaleSetChange)
 	if e.closed {
 		return ScaleSetInfo{}, errClosed
 	}
-	vms, ok := e.cur().scaleSets[name]
+	vms, ok := e.cur().scaleSetVMs(name)
 	if !ok {
 		return ScaleSetInfo{}, forewarn.Errorf(forewarn.ENOTFOUND, "no scale set is named %q", name)
 	}

@@ -377,9 +377,9 @@ func (e *Engine) unheard(ev *forewarn.Event, now time.Time) bool {
 // cache remembers the answer per group, keyed by the group's first slot,
 // so that asking for every VM of the fleet stays linear.
 func (e *Engine) serviceEnabled(vm *forewarn.VM, now time.Time, cache map[**forewarn.VM]bool) bool {
-	groups, ok := e.cur().services[vm.Name]
+	groups, ok := e.cur().servicesOf(vm.Name)
 	if !ok {
-		groups = e.cur().peers[vm.Name]
+		groups = e.cur().peersOf(vm.Name)
 	}
 	for _, g := range groups {
 		on, ok := cache[&g[0]]
@@ -456,7 +456,7 @@ func (e *Engine) saveSeen(names []string) {
 			if !seenStale && !queryNew {
 				continue
 			}
-			rec := &forewarn.VMRecord{Peers: e.cur().peerSig[name]}
+			rec := &forewarn.VMRecord{Peers: first(e.cur().sigOf(name))}
 			if ns != 0 {
 				rec.LastSeen = time.Unix(0, ns).UTC()
 			}

@@ -12,7 +12,7 @@ import (
 )
 
 // Shards is how many shards a Map splits its keys into.
-const Shards = 256
+const Shards = 4096
 
 // Map maps K to V. Reads are safe at any time, concurrently with one
 // another and with writes; writes are serialized. A reader sees each
@@ -29,6 +29,18 @@ type Map[K comparable, V any] struct {
 // hash must not allocate, for reads not to.
 func New[K comparable, V any](hash func(K) uint64) *Map[K, V] {
 	return &Map[K, V]{hash: hash}
+}
+
+// Clone returns a map that holds what m holds now and that later writes
+// to either do not change: they share shards until one copies them. It
+// costs Shards pointer copies. It must not race with writes to m.
+func (m *Map[K, V]) Clone() *Map[K, V] {
+	c := &Map[K, V]{hash: m.hash}
+	for i := range m.shards {
+		c.shards[i].Store(m.shards[i].Load())
+	}
+	c.n.Store(m.n.Load())
+	return c
 }
 
 // Load returns the value of k and whether k is in the map.

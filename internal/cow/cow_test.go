@@ -118,3 +118,22 @@ func BenchmarkStoreOne(b *testing.B) {
 		})
 	}
 }
+
+// TestClone checks that a clone and its original go their own ways.
+func TestClone(t *testing.T) {
+	m := New[string, int](String)
+	m.Apply([]Entry[string, int]{{Key: "a", Value: 1}, {Key: "b", Value: 2}})
+	c := m.Clone()
+	c.Store("a", 10)
+	c.Delete("b")
+	m.Store("c", 3)
+	if v, _ := m.Load("a"); v != 1 {
+		t.Errorf("the original's a = %d after the clone's write", v)
+	}
+	if _, ok := m.Load("b"); !ok || m.Len() != 3 {
+		t.Errorf("the original lost b, or Len %d != 3", m.Len())
+	}
+	if _, ok := c.Load("c"); ok || c.Len() != 1 {
+		t.Errorf("the clone got c, or Len %d != 1", c.Len())
+	}
+}

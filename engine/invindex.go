@@ -1,0 +1,452 @@
+package engine
+
+import (
+	"cmp"
+	"maps"
+	"net/netip"
+	"slices"
+	"strconv"
+
+	"github.com/forewarn/forewarn"
+	"github.com/forewarn/forewarn/internal/cow"
+)
+
+// inventory is the fleet as of one inventory revision, with its indexes.
+// It is immutable once built: a change derives a new one that shares
+// with it everything the change leaves alone (the indexes are sharded
+// copy-on-write maps), so a change costs the VMs and groups it touches,
+// not the fleet.
+type inventory struct {
+	// rev is the store's InventoryRevision it reflects.
+	rev int64
+	// fleet lists the VMs by Seq; its VM method asks defs.
+	fleet *forewarn.Fleet
+	defs  *cow.Map[string, *forewarn.Definition]
+	sets  map[string]*forewarn.ScaleSet
+	// nextSeq is the Seq the next VM registered gets.
+	nextSeq int64
+	// groups holds the members of every group by key: scope groups
+	// (groupKeys with the placement group), services ("svc" keys: a
+	// scale set's, with the zone) and whole scale sets ("set" keys), each
+	// in fleet order. A group's slice is replaced, never changed, when
+	// its members change, so its first slot's address names it.
+	groups *cow.Map[string, []*forewarn.VM]
+	// peers holds, for each VM, the scope groups it belongs to (a VM of
+	// none is a group of its own); services, for each VM of a scale set,
+	// the groups it shares enablement with.
+	peers, services *cow.Map[string, [][]*forewarn.VM]
+	// peerSig fingerprints each Azure VM's peers (see VMRecord.Peers).
+	peerSig *cow.Map[string, string]
+	// byAddr finds a VM by the source address of its requests; anyVM is
+	// each provider's VM of no address, which answers every other caller.
+	byAddr *cow.Map[netip.Addr, *forewarn.VM]
+	anyVM  map[forewarn.Provider]*forewarn.VM
+	// instances finds an EC2 VM by its instance ID.
+	instances *cow.Map[string, *forewarn.VM]
+	// affected names the VMs whose groups the change that derived this
+	// inventory recomputed (every VM, for one built whole).
+	affected map[string]bool
+}
+
+// emptyInventory returns an inventory of no VMs at revision 0.
+func emptyInventory() *inventory {
+	inv := &inventory{
+		defs:      cow.New[string, *forewarn.Definition](cow.String),
+		sets:      map[string]*forewarn.ScaleSet{},
+		nextSeq:   1,
+		groups:    cow.New[string, []*forewarn.VM](cow.String),
+		peers:     cow.New[string, [][]*forewarn.VM](cow.String),
+		services:  cow.New[string, [][]*forewarn.VM](cow.String),
+		peerSig:   cow.New[string, string](cow.String),
+		byAddr:    cow.New[netip.Addr, *forewarn.VM](addrHash),
+		anyVM:     map[forewarn.Provider]*forewarn.VM{},
+		instances: cow.New[string, *forewarn.VM](cow.String),
+	}
+	inv.fleet = forewarn.IndexedFleet(nil, nil, inv.vmNamed)
+	return inv
+}
+
+// buildInventory indexes the definitions defs and scale sets sets, as of
+// inventory revision rev.
+func buildInventory(rev int64, defs map[string]*forewarn.Definition, sets map[string]*forewarn.ScaleSet) *inventory {
+	return emptyInventory().with(rev, defs, sets)
+}
+
+// addrHash hashes an address for a cow.Map, without allocating.
+func addrHash(a netip.Addr) uint64 {
+	b := a.As16()
+	h := uint64(14695981039346656037)
+	for _, c := range b {
+		h ^= uint64(c)
+		h *= 1099511628211
+	}
+	return h ^ h>>32
+}
+
+// vmNamed returns the VM named name, or nil.
+func (inv *inventory) vmNamed(name string) *forewarn.VM {
+	if d, ok := inv.defs.Load(name); ok {
+		return d.VM
+	}
+	return nil
+}
+
+// def returns the definition of the VM named name, or nil.
+func (inv *inventory) def(name string) *forewarn.Definition {
+	d, _ := inv.defs.Load(name)
+	return d
+}
+
+// peersOf returns the scope groups of the VM named name.
+func (inv *inventory) peersOf(name string) [][]*forewarn.VM {
+	g, _ := inv.peers.Load(name)
+	return g
+}
+
+// servicesOf returns the service groups of the VM named name, and
+// whether it has any (a VM of a scale set).
+func (inv *inventory) servicesOf(name string) ([][]*forewarn.VM, bool) {
+	return inv.services.Load(name)
+}
+
+// sigOf returns the peer fingerprint of the Azure VM named name, and
+// whether it has one.
+func (inv *inventory) sigOf(name string) (string, bool) {
+	return inv.peerSig.Load(name)
+}
+
+// scaleSetVMs returns the names of the VMs of scale set name, in fleet
+// order, and whether it has any.
+func (inv *inventory) scaleSetVMs(name string) ([]string, bool) {
+	g, ok := inv.groups.Load("set\x00" + name)
+	if !ok {
+		return nil, false
+	}
+	out := make([]string, len(g))
+	for i, vm := range g {
+		out[i] = vm.Name
+	}
+	return out, true
+}
+
+// scaleSetNames returns the names of the scale sets that have VMs.
+func (inv *inventory) scaleSetNames() []string {
+	var out []string
+	inv.groups.Range(func(k string, _ []*forewarn.VM) bool {
+		if name, ok := cutPrefix(k, "set\x00"); ok {
+			out = append(out, name)
+		}
+		return true
+	})
+	slices.Sort(out)
+	return out
+}
+
+func cutPrefix(s, p string) (string, bool) {
+	if len(s) >= len(p) && s[:len(p)] == p {
+		return s[len(p):], true
+	}
+	return s, false
+}
+
+// lookup is forewarn.Index.Lookup on the inventory.
+func (inv *inventory) lookup(addr netip.Addr, p forewarn.Provider) *forewarn.VM {
+	if vm, ok := inv.byAddr.Load(addr.Unmap()); ok {
+		return vm
+	}
+	return inv.anyVM[p]
+}
+
+// memberKeys returns the keys of every group vm belongs to: its scope
+// groups, its service groups and its scale set.
+func memberKeys(vm *forewarn.VM) []string {
+	k := groupKeys(vm, vm.PlacementGroup)
+	if vm.ScaleSet != "" {
+		k = append(k, "svc\x00"+vm.ScaleSet+"\x00"+vm.Zone)
+		k = append(k, "set\x00"+vm.ScaleSet)
+	}
+	return k
+}
+
+// with returns the inventory inv changes into with the definitions defs
+// and scale sets sets (a nil value removes), at revision rev. It costs
+// the VMs changed and the members of the groups they leave or join.
+func (inv *inventory) with(rev int64, defs map[string]*forewarn.Definition, sets map[string]*forewarn.ScaleSet) *inventory {
+	next := &inventory{
+		rev: rev, defs: inv.defs.Clone(), sets: maps.Clone(inv.sets), nextSeq: inv.nextSeq,
+		groups: inv.groups.Clone(), peers: inv.peers.Clone(), services: inv.services.Clone(),
+		peerSig: inv.peerSig.Clone(), byAddr: inv.byAddr.Clone(), anyVM: inv.anyVM,
+		instances: inv.instances.Clone(),
+	}
+	for name, ss := range sets {
+		if ss == nil {
+			delete(next.sets, name)
+		} else {
+			next.sets[name] = ss
+		}
+	}
+
+	// The definitions, and the fleet's list in Seq order.
+	names := slices.Sorted(maps.Keys(defs))
+	var des []cow.Entry[string, *forewarn.Definition]
+	var added []*forewarn.Definition
+	replaced := map[string]*forewarn.VM{}
+	anyChanged := false
+	for _, name := range names {
+		d, old := defs[name], inv.def(name)
+		if d == nil {
+			des = append(des, cow.Entry[string, *forewarn.Definition]{Key: name, Delete: true})
+		} else {
+			des = append(des, cow.Entry[string, *forewarn.Definition]{Key: name, Value: d})
+			next.nextSeq = max(next.nextSeq, d.Seq+1)
+			if old == nil {
+				added = append(added, d)
+			}
+		}
+		if old != nil {
+			replaced[name] = nil
+			if d != nil {
+				replaced[name] = d.VM
+			}
+			anyChanged = anyChanged || !old.VM.IP.IsValid()
+		}
+		anyChanged = anyChanged || d != nil && !d.VM.IP.IsValid()
+	}
+	next.defs.Apply(des)
+	vms := slices.Clone(inv.fleet.VMs)
+	if len(replaced) > 0 {
+		for name, vm := range replaced {
+			if i, ok := inv.position(name); ok {
+				vms[i] = vm
+			}
+		}
+		vms = slices.DeleteFunc(vms, func(vm *forewarn.VM) bool { return vm == nil })
+	}
+	slices.SortFunc(added, func(a, b *forewarn.Definition) int {
+		return cmp.Or(cmp.Compare(a.Seq, b.Seq), cmp.Compare(a.VM.Name, b.VM.Name))
+	})
+	for _, d := range added {
+		vms = append(vms, d.VM)
+	}
+	if len(added) > 0 && len(inv.fleet.VMs) > 0 && next.seqOf(added[0].VM) < next.seqOf(inv.fleet.VMs[len(inv.fleet.VMs)-1]) {
+		// A VM registered again under an older Seq (a store's order):
+		// sort the whole list.
+		slices.SortFunc(vms, next.bySeq)
+	}
+	setList := make([]*forewarn.ScaleSet, 0, len(next.sets))
+	for _, name := range slices.Sorted(maps.Keys(next.sets)) {
+		setList = append(setList, next.sets[name])
+	}
+	next.fleet = forewarn.IndexedFleet(vms, setList, next.vmNamed)
+
+	// The groups the changed VMs leave or join, rebuilt.
+	touchedKeys := map[string]bool{}
+	for _, name := range names {
+		if old := inv.def(name); old != nil {
+			for _, k := range memberKeys(old.VM) {
+				touchedKeys[k] = true
+			}
+		}
+		if d := defs[name]; d != nil {
+			for _, k := range memberKeys(d.VM) {
+				touchedKeys[k] = true
+			}
+		}
+	}
+	joining := map[string][]*forewarn.VM{}
+	for _, name := range names {
+		if d := defs[name]; d != nil {
+			for _, k := range memberKeys(d.VM) {
+				joining[k] = append(joining[k], d.VM)
+			}
+		}
+	}
+	affected := map[string]bool{}
+	var ges []cow.Entry[string, []*forewarn.VM]
+	for k := range touchedKeys {
+		old, _ := inv.groups.Load(k)
+		g := make([]*forewarn.VM, 0, len(old)+len(joining[k]))
+		for _, vm := range old {
+			affected[vm.Name] = true
+			if _, changed := defs[vm.Name]; !changed {
+				g = append(g, vm)
+			}
+		}
+		g = append(g, joining[k]...)
+		slices.SortFunc(g, next.bySeq)
+		for _, vm := range g {
+			affected[vm.Name] = true
+		}
+		if len(g) == 0 {
+			ges = append(ges, cow.Entry[string, []*forewarn.VM]{Key: k, Delete: true})
+		} else {
+			ges = append(ges, cow.Entry[string, []*forewarn.VM]{Key: k, Value: g})
+		}
+	}
+	next.groups.Apply(ges)
+	for _, name := range names {
+		affected[name] = true
+	}
+
+	// The groups of every VM whose groups changed, and their
+	// fingerprints.
+	var pes, ses []cow.Entry[string, [][]*forewarn.VM]
+	var sigs []cow.Entry[string, string]
+	sigCache := map[[3]*forewarn.VM]string{}
+	for name := range affected {
+		vm := next.vmNamed(name)
+		if vm == nil {
+			pes = append(pes, cow.Entry[string, [][]*forewarn.VM]{Key: name, Delete: true})
+			ses = append(ses, cow.Entry[string, [][]*forewarn.VM]{Key: name, Delete: true})
+			sigs = append(sigs, cow.Entry[string, string]{Key: name, Delete: true})
+			continue
+		}
+		var peers [][]*forewarn.VM
+		for _, k := range groupKeys(vm, vm.PlacementGroup) {
+			g, _ := next.groups.Load(k)
+			peers = append(peers, g)
+		}
+		if len(peers) == 0 {
+			peers = [][]*forewarn.VM{{vm}}
+		}
+		pes = append(pes, cow.Entry[string, [][]*forewarn.VM]{Key: name, Value: peers})
+		if vm.ScaleSet != "" {
+			var svc [][]*forewarn.VM
+			for _, k := range groupKeys(vm, vm.Zone) {
+				if vm.ScaleSet != "" && k == "ss\x00"+vm.ScaleSet+"\x00"+vm.Zone {
+					k = "svc\x00" + vm.ScaleSet + "\x00" + vm.Zone
+				}
+				g, _ := next.groups.Load(k)
+				svc = append(svc, g)
+			}
+			ses = append(ses, cow.Entry[string, [][]*forewarn.VM]{Key: name, Value: svc})
+		} else {
+			ses = append(ses, cow.Entry[string, [][]*forewarn.VM]{Key: name, Delete: true})
+		}
+		if vm.Provider != forewarn.Azure {
+			sigs = append(sigs, cow.Entry[string, string]{Key: name, Delete: true})
+			continue
+		}
+		var key [3]*forewarn.VM
+		for i, g := range peers {
+			if i < len(key) {
+				key[i] = g[0]
+			}
+		}
+		sig, ok := sigCache[key]
+		if !ok {
+			sig = peerSignature(peers)
+			sigCache[key] = sig
+		}
+		sigs = append(sigs, cow.Entry[string, string]{Key: name, Value: sig})
+	}
+	next.peers.Apply(pes)
+	next.services.Apply(ses)
+	next.peerSig.Apply(sigs)
+	next.affected = affected
+
+	// Addresses: the old ones of the VMs changed go first, so that two
+	// VMs may swap theirs.
+	var aes []cow.Entry[netip.Addr, *forewarn.VM]
+	for _, name := range names {
+		if old := inv.def(name); old != nil && old.VM.IP.IsValid() {
+			aes = append(aes, cow.Entry[netip.Addr, *forewarn.VM]{Key: old.VM.IP.Unmap(), Delete: true})
+		}
+	}
+	for _, name := range names {
+		if d := defs[name]; d != nil && d.VM.IP.IsValid() {
+			aes = append(aes, cow.Entry[netip.Addr, *forewarn.VM]{Key: d.VM.IP.Unmap(), Value: d.VM})
+		}
+	}
+	next.byAddr.Apply(aes)
+	var ies []cow.Entry[string, *forewarn.VM]
+	for _, name := range names {
+		if old := inv.def(name); old != nil && old.VM.Provider == forewarn.AWS {
+			ies = append(ies, cow.Entry[string, *forewarn.VM]{Key: old.VM.InstanceID, Delete: true})
+		}
+	}
+	for _, name := range names {
+		if d := defs[name]; d != nil && d.VM.Provider == forewarn.AWS {
+			ies = append(ies, cow.Entry[string, *forewarn.VM]{Key: d.VM.InstanceID, Value: d.VM})
+		}
+	}
+	next.instances.Apply(ies)
+	if anyChanged {
+		next.anyVM = map[forewarn.Provider]*forewarn.VM{}
+		for _, vm := range vms {
+			if !vm.IP.IsValid() && next.anyVM[vm.Provider] == nil {
+				next.anyVM[vm.Provider] = vm
+			}
+		}
+	}
+	return next
+}
+
+// conflict returns the error of a change that gives a VM an address, or
+// an EC2 instance ID, that another VM keeps: a VM may take one only from
+// a VM the same change moves or removes. defs is the change (a nil value
+// removes). It costs the VMs the change sets.
+func (inv *inventory) conflict(defs map[string]*forewarn.Definition) error {
+	addrs := map[netip.Addr]string{}
+	ids := map[string]string{}
+	for _, name := range slices.Sorted(maps.Keys(defs)) {
+		d := defs[name]
+		if d == nil {
+			continue
+		}
+		vm := d.VM
+		// A VM of no address answers the callers that no other VM's
+		// address is; the fleet file allows one per provider, and the
+		// first in fleet order answers.
+		if ip := vm.IP.Unmap(); ip.IsValid() {
+			if other, dup := addrs[ip]; dup {
+				return forewarn.Errorf(forewarn.EINVALID, "VM %s: ip %s is already used by %s", strconv.QuoteToASCII(name), ip, other)
+			}
+			addrs[ip] = name
+			if holder, ok := inv.byAddr.Load(ip); ok && holder.Name != name {
+				if _, moves := defs[holder.Name]; !moves {
+					return forewarn.Errorf(forewarn.EINVALID, "VM %s: ip %s is already used by %s", strconv.QuoteToASCII(name), ip, holder.Name)
+				}
+			}
+		}
+		if vm.Provider != forewarn.AWS || vm.InstanceID == "" {
+			continue
+		}
+		if other, dup := ids[vm.InstanceID]; dup {
+			return forewarn.Errorf(forewarn.EINVALID, "VM %s: instanceId %s is already used by %s", strconv.QuoteToASCII(name), vm.InstanceID, other)
+		}
+		ids[vm.InstanceID] = name
+		if holder, ok := inv.instances.Load(vm.InstanceID); ok && holder.Name != name {
+			if _, moves := defs[holder.Name]; !moves {
+				return forewarn.Errorf(forewarn.EINVALID, "VM %s: instanceId %s is already used by %s", strconv.QuoteToASCII(name), vm.InstanceID, holder.Name)
+			}
+		}
+	}
+	return nil
+}
+
+// seqOf returns vm's Seq in inv.
+func (inv *inventory) seqOf(vm *forewarn.VM) int64 {
+	if d := inv.def(vm.Name); d != nil {
+		return d.Seq
+	}
+	return 0
+}
+
+// bySeq orders VMs by their Seq in inv, then by name.
+func (inv *inventory) bySeq(a, b *forewarn.VM) int {
+	return cmp.Or(cmp.Compare(inv.seqOf(a), inv.seqOf(b)), cmp.Compare(a.Name, b.Name))
+}
+
+// position returns the index of the VM named name in inv's fleet list.
+func (inv *inventory) position(name string) (int, bool) {
+	d := inv.def(name)
+	if d == nil {
+		return 0, false
+	}
+	vms := inv.fleet.VMs
+	i, ok := slices.BinarySearchFunc(vms, d, func(vm *forewarn.VM, d *forewarn.Definition) int {
+		return cmp.Or(cmp.Compare(inv.seqOf(vm), d.Seq), cmp.Compare(vm.Name, d.VM.Name))
+	})
+	return i, ok && vms[i].Name == name
+}
