@@ -28,15 +28,17 @@ type State struct {
 // kept across a change of Limiter, whose times it no longer measures.
 func (st *State) Reset() { st.tat.Store(0) }
 
-// maxInterval caps the time between two requests (about 146 years), so
-// that a tiny rate's interval does not overflow a Duration.
+// maxInterval caps the time between two requests (about 146 years), and
+// the time a burst spans, so that a tiny rate does not overflow a
+// Duration.
 const maxInterval = time.Duration(1 << 62)
 
 // New allows rate requests per second to each VM, in bursts of up to
 // burst requests. rate must be positive.
 func New(rate float64, burst int) *Limiter {
 	interval := time.Duration(min(float64(time.Second)/rate, float64(maxInterval)))
-	return &Limiter{interval: interval, tolerance: interval * time.Duration(max(burst, 1)-1), base: time.Now()}
+	tolerance := time.Duration(min(float64(interval)*float64(max(burst, 1)-1), float64(maxInterval)))
+	return &Limiter{interval: interval, tolerance: tolerance, base: time.Now()}
 }
 
 // Allow reports whether the VM whose state is st may make a request now,
