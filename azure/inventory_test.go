@@ -13,7 +13,6 @@ import (
 	"github.com/forewarn/forewarn"
 	"github.com/forewarn/forewarn/azure"
 	"github.com/forewarn/forewarn/engine"
-	"github.com/forewarn/forewarn/mem"
 )
 
 // These tests change the inventory under a running server, with
@@ -186,19 +185,16 @@ func TestInventoryRegisteredAgain(t *testing.T) {
 }
 
 // TestInventoryRemoveReleasesFirstCall: the call FirstCallDelay holds of
-// a VM removed meanwhile is answered at once, with the 403 its address
-// gets now.
+// a VM added at run time and removed meanwhile is answered at once, with
+// the 403 its address gets now.
 func TestInventoryRemoveReleasesFirstCall(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e, err := engine.New(t.Context(), engine.Config{Store: mem.New(), Fleet: testFleet()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer e.Close()
-		s := azure.NewServer(e, nil)
-		s.FirstCallDelay = 2 * time.Minute
+		e, h := setup(t)
+		h.(*azure.Server).FirstCallDelay = 2 * time.Minute
+		const addr = "127.0.0.20:40000"
+		change(t, e, engine.InventoryChange{Set: []*forewarn.VM{azureVM("new_0", addr)}})
 		done := make(chan *httptest.ResponseRecorder)
-		go func() { done <- do(s, req{target: path + "2020-07-01", remote: web1}) }()
+		go func() { done <- do(h, req{target: path + "2020-07-01", remote: addr}) }()
 		time.Sleep(time.Second)
 		synctest.Wait()
 		select {
@@ -207,12 +203,12 @@ func TestInventoryRemoveReleasesFirstCall(t *testing.T) {
 		default:
 		}
 		start := time.Now()
-		change(t, e, engine.InventoryChange{Remove: []string{"web_1"}})
+		change(t, e, engine.InventoryChange{Remove: []string{"new_0"}})
 		w := <-done
 		if d := time.Since(start); d != 0 {
 			t.Fatalf("answered %v after the removal, want at once", d)
 		}
-		checkRefused(t, w, web1)
+		checkRefused(t, w, addr)
 	})
 }
 
