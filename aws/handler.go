@@ -36,6 +36,7 @@ import (
 	"github.com/forewarn/forewarn/engine"
 	"github.com/forewarn/forewarn/history"
 	"github.com/forewarn/forewarn/internal/ratelimit"
+	"github.com/forewarn/forewarn/internal/slots"
 	"github.com/forewarn/forewarn/metrics"
 )
 
@@ -66,26 +67,41 @@ var (
 )
 
 // Server serves the EC2 instance metadata service to the fleet's aws VMs.
+// It follows the inventory: a VM added is served as soon as the change
+// that adds it returns, and a VM removed is refused as an unknown address.
 type Server struct {
-	eng   *engine.Engine
-	index *forewarn.Index
-	log   *slog.Logger
-	// docs is keyed by VM name; the map is built once and only read.
-	docs map[string]*atomic.Pointer[doc]
+	eng *engine.Engine
+	log *slog.Logger
+	// slots holds each EC2 VM's document, last token and throttling
+	// state, made and dropped with the VM.
+	slots *slots.Table[slot]
+	// registered counts the slots made: each VM's registration signs its
+	// tokens apart. Only the engine's subscription touches it.
+	registered uint64
 	// key signs session tokens: a token names no VM, its signature does.
 	key [32]byte
 	// macs holds HMAC-SHA256 hashes keyed with key, for reuse.
 	macs sync.Pool
 	// limits throttles each VM; nil when throttling is off.
 	limits *ratelimit.Limiter
-	// lastToken holds, per VM, the token it last presented that checked
-	// out, so that a VM reusing its token (they do, for hours) costs no
-	// signature check; read-only map.
-	lastToken map[string]*atomic.Pointer[checked]
 	// metrics records requests; nil records nothing.
 	metrics *metrics.API
 	// history records each VM's requests; nil records nothing.
 	history *history.History
+}
+
+// slot is one EC2 VM's state in the server, for one registration of it.
+type slot struct {
+	doc atomic.Pointer[doc]
+	// lastToken holds the token the VM last presented that checked out,
+	// so that a VM reusing its token (they do, for hours) costs no
+	// signature check.
+	lastToken atomic.Pointer[checked]
+	limit     ratelimit.State
+	// reg numbers the registration, which the VM's tokens are signed
+	// for: a token issued before the VM left the inventory is refused
+	// after it is registered again.
+	reg uint64
 }
 
 // Routes of the request metrics: the route label's values.
@@ -151,29 +167,31 @@ type checked struct {
 	hdr []string
 }
 
-// NewServer returns a Server answering for eng's fleet. It renders every
-// aws VM's metadata now and again whenever the engine publishes a change.
+// NewServer returns a Server answering for eng's inventory. It renders
+// every aws VM's metadata now and again whenever the engine publishes a
+// change, and makes and drops the VMs' slots as the inventory changes.
 func NewServer(eng *engine.Engine, log *slog.Logger) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{eng: eng, index: forewarn.NewIndex(eng.Fleet()), log: log, docs: map[string]*atomic.Pointer[doc]{},
-		lastToken: map[string]*atomic.Pointer[checked]{}}
+	s := &Server{eng: eng, log: log, slots: slots.New[slot](forewarn.AWS)}
 	_, _ = rand.Read(s.key[:]) // crypto/rand.Read never fails
 	s.macs.New = func() any { return hmac.New(sha256.New, s.key[:]) }
-	statics := map[string]*static{}
-	for _, vm := range eng.Fleet().VMs {
-		if vm.Provider == forewarn.AWS {
-			s.docs[vm.Name] = new(atomic.Pointer[doc])
-			s.lastToken[vm.Name] = new(atomic.Pointer[checked])
-			statics[vm.Name] = newStatic(vm)
-		}
-	}
 	cache := &renderCache{}
-	eng.Subscribe(func(v *engine.View) {
-		if p := s.docs[v.VM.Name]; p != nil {
-			p.Store(render(v, statics[v.VM.Name], cache))
-		}
+	mk := func() *slot {
+		s.registered++
+		return &slot{reg: s.registered}
+	}
+	eng.SubscribeBatch(func(vs []*engine.View) {
+		s.slots.Update(vs, mk, func(sl *slot, v *engine.View) {
+			var st *static
+			if prev := sl.doc.Load(); prev != nil && *prev.static.vm == *v.VM {
+				st = prev.static
+			} else {
+				st = newStatic(v.VM) // new, or a new definition
+			}
+			sl.doc.Store(render(v, st, cache))
+		}, nil)
 	})
 	return s
 }
@@ -188,17 +206,22 @@ const DefaultRateLimit = 200
 // is not a positive finite number turns throttling off. Call it before
 // serving.
 func (s *Server) SetRateLimit(rate float64) {
-	s.limits = ratelimit.ForRate(rate, s.docs)
+	s.limits = ratelimit.ForRate(rate)
+	s.slots.Range(func(_ string, sl *slot) bool {
+		sl.limit.Reset()
+		return true
+	})
 }
 
-// Caller returns the VM whose requests come from r's source address,
-// preferring the fleet's catch-all EC2 VM for unknown addresses, or nil.
+// Caller returns the VM whose requests come from r's source address in
+// the inventory in force, preferring its catch-all EC2 VM for unknown
+// addresses, or nil. It may be a VM of another API.
 func (s *Server) Caller(r *http.Request) *forewarn.VM {
 	addr, err := netip.ParseAddrPort(r.RemoteAddr)
 	if err != nil {
 		return nil
 	}
-	return s.index.Lookup(addr.Addr(), forewarn.AWS)
+	return s.eng.Lookup(addr.Addr(), forewarn.AWS)
 }
 
 // connKey is the context key of the connection a request came on.
@@ -228,6 +251,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, vm *forewarn.VM) {
 	h := w.Header()
 	h["Server"] = hdrServer
+	var sl *slot
+	if vm != nil && vm.Provider == forewarn.AWS {
+		// A VM the inventory has but this server not yet, in the instant
+		// between the engine installing a change and publishing it, is
+		// not one yet.
+		if sl = s.slots.Load(vm.Name); sl == nil {
+			vm = nil
+		}
+	}
 	switch {
 	case vm == nil:
 		// Refused, not mistaken: close the connection after the answer,
@@ -239,13 +271,13 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, vm *forewarn.VM) 
 		writeError(w, http.StatusNotFound)
 		return
 	}
-	if s.limits != nil && !s.limits.Allow(vm.Name) {
+	if !s.limits.Allow(&sl.limit) {
 		// Refused, not mistaken: the caller holds no connection.
 		h["Connection"] = hdrClose
 		writeError(w, http.StatusTooManyRequests)
 		return
 	}
-	d := s.docs[vm.Name].Load()
+	d := sl.doc.Load()
 	if d.gone {
 		// A terminated instance has no metadata service.
 		h["Connection"] = hdrClose
@@ -253,7 +285,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, vm *forewarn.VM) 
 		return
 	}
 	if r.URL.Path == TokenPath {
-		s.handleToken(w, r, vm, d)
+		s.handleToken(w, r, vm, sl, d)
 		return
 	}
 	if strings.HasSuffix(r.URL.Path, "/api/token") && r.Method == http.MethodPut {
@@ -267,7 +299,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, vm *forewarn.VM) 
 	if tok, ok := r.Header[tokenKey]; ok || d.static.tokensRequired {
 		var left []string
 		if ok && len(tok) == 1 {
-			left = s.check(vm, tok[0])
+			left = s.check(vm, sl, tok[0])
 		}
 		if left == nil {
 			// Refused, not mistaken, as a 403 or a 429: the caller
@@ -298,7 +330,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, vm *forewarn.VM) 
 // handleToken answers PUT /latest/api/token with a session token for vm,
 // valid for the seconds the TTL header asks, in a packet whose IP TTL is
 // the VM's hop limit.
-func (s *Server) handleToken(w http.ResponseWriter, r *http.Request, vm *forewarn.VM, d *doc) {
+func (s *Server) handleToken(w http.ResponseWriter, r *http.Request, vm *forewarn.VM, sl *slot, d *doc) {
 	h := w.Header()
 	switch r.Method {
 	case http.MethodPut:
@@ -325,7 +357,7 @@ func (s *Server) handleToken(w http.ResponseWriter, r *http.Request, vm *forewar
 		writeError(w, http.StatusBadRequest)
 		return
 	}
-	tok := s.issue(vm, time.Now().Add(time.Duration(ttl)*time.Second))
+	tok := s.issue(vm, sl, time.Now().Add(time.Duration(ttl)*time.Second))
 	if c, ok := r.Context().Value(connKey{}).(syscall.Conn); ok {
 		// A connection without a socket (an in-memory pipe) has no hop
 		// limit to set.
@@ -390,35 +422,39 @@ var tokenEncoding = base64.URLEncoding.Strict()
 // 56 characters of URL-safe base64, as EC2's tokens are.
 const tokenLen = 1 + 8 + 31
 
-// issue returns a token for vm that expires at exp. It is signed, not
-// stored: the server keeps nothing per token, so no caller can make it
-// hold more.
-func (s *Server) issue(vm *forewarn.VM, exp time.Time) string {
+// issue returns a token for vm, in the registration of slot sl, that
+// expires at exp. It is signed, not stored: the server keeps nothing per
+// token, so no caller can make it hold more.
+func (s *Server) issue(vm *forewarn.VM, sl *slot, exp time.Time) string {
 	var b [tokenLen]byte
 	b[0] = 1
 	binary.BigEndian.PutUint64(b[1:9], uint64(exp.UnixNano())) // not whole seconds: a token lasts its full TTL
-	copy(b[9:], s.sign(vm, b[:9]))
+	copy(b[9:], s.sign(vm, sl, b[:9]))
 	return tokenEncoding.EncodeToString(b[:])
 }
 
-func (s *Server) sign(vm *forewarn.VM, head []byte) []byte {
+func (s *Server) sign(vm *forewarn.VM, sl *slot, head []byte) []byte {
 	m := s.macs.Get().(hash.Hash)
 	defer s.macs.Put(m)
 	m.Reset()
 	m.Write(head)
+	var reg [8]byte
+	binary.BigEndian.PutUint64(reg[:], sl.reg)
+	m.Write(reg[:])
 	io.WriteString(m, vm.Name)
 	return m.Sum(nil)[:tokenLen-9]
 }
 
 // check returns the remaining-TTL header value of tok, a token issued to
-// vm, or nil when tok is not one or has expired. The VM's last good
-// token is checked by comparison; others by their signature.
-func (s *Server) check(vm *forewarn.VM, tok string) []string {
-	p := s.lastToken[vm.Name]
+// vm in the registration of slot sl, or nil when tok is not one or has
+// expired. The VM's last good token is checked by comparison; others by
+// their signature.
+func (s *Server) check(vm *forewarn.VM, sl *slot, tok string) []string {
+	p := &sl.lastToken
 	now := time.Now().UnixNano()
 	c := p.Load()
 	if c == nil || !sameToken(c.tok, tok) {
-		left := s.remaining(vm, tok)
+		left := s.remaining(vm, sl, tok)
 		if left < 0 {
 			return nil
 		}
@@ -440,9 +476,9 @@ func sameToken(a, b string) bool {
 	return subtle.ConstantTimeCompare(unsafe.Slice(unsafe.StringData(a), len(a)), unsafe.Slice(unsafe.StringData(b), len(b))) == 1
 }
 
-// remaining returns the time left of tok, a token issued to vm, or -1
-// when tok is not one or has expired.
-func (s *Server) remaining(vm *forewarn.VM, tok string) time.Duration {
+// remaining returns the time left of tok, a token issued to vm in the
+// registration of slot sl, or -1 when tok is not one or has expired.
+func (s *Server) remaining(vm *forewarn.VM, sl *slot, tok string) time.Duration {
 	// Decode needs room for whole quanta, padding included: 42 bytes.
 	var b [(tokenLen + 2) / 3 * 3]byte
 	if tokenEncoding.EncodedLen(tokenLen) != len(tok) {
@@ -451,7 +487,7 @@ func (s *Server) remaining(vm *forewarn.VM, tok string) time.Duration {
 	if n, err := tokenEncoding.Decode(b[:], []byte(tok)); err != nil || n != tokenLen || b[0] != 1 {
 		return -1
 	}
-	if !hmac.Equal(b[9:tokenLen], s.sign(vm, b[:9])) {
+	if !hmac.Equal(b[9:tokenLen], s.sign(vm, sl, b[:9])) {
 		return -1
 	}
 	left := time.Until(time.Unix(0, int64(binary.BigEndian.Uint64(b[1:9]))))
@@ -591,16 +627,13 @@ func writeError(w http.ResponseWriter, status int) {
 // Documents returns what the EC2 VM named vm sees now: the values of
 // events/maintenance/scheduled and spot/instance-action (left out while
 // they answer 404), keyed by their paths; nil when vm is not one of the
-// fleet's EC2 VMs.
+// inventory's EC2 VMs.
 func (s *Server) Documents(vm string) map[string]string {
-	p := s.docs[vm]
-	if p == nil {
+	sl := s.slots.Load(vm)
+	if sl == nil {
 		return nil
 	}
-	d := p.Load()
-	if d == nil {
-		return nil
-	}
+	d := sl.doc.Load()
 	out := map[string]string{}
 	if d.scheduled != nil {
 		out["/latest/meta-data/events/maintenance/scheduled"] = string(d.scheduled)

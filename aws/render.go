@@ -45,8 +45,10 @@ type doc struct {
 	metaData, events, spot, recommendations []byte
 }
 
-// static holds the answers that never change for one VM.
+// static holds the answers that never change for one VM definition.
 type static struct {
+	vm *forewarn.VM // the definition they are of
+
 	instanceID, instanceType, zone, region, localIPv4, hostname []byte
 	lifeCycle, amiID, macAddr, identity                         []byte
 	// tokensRequired reports httpTokens: required; hopLimit is the IP
@@ -76,6 +78,7 @@ func newStatic(vm *forewarn.VM) *static {
 	}
 	identity := identityDocument(vm, ip, region)
 	return &static{
+		vm:         vm,
 		instanceID: []byte(vm.InstanceID), instanceType: []byte(vm.MachineType), zone: []byte(vm.Zone),
 		region: []byte(region), localIPv4: []byte(ip), hostname: []byte(host), lifeCycle: []byte(life),
 		amiID: []byte(AMI), macAddr: []byte(mac(vm.InstanceID)), identity: identity,

@@ -39,7 +39,7 @@ func TestListsOwn(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	d := func(i int) *doc { return s.docs[fmt.Sprintf("vm%06d", i)].Load() }
+	d := func(i int) *doc { return s.slots.Load(fmt.Sprintf("vm%06d", i)).doc.Load() }
 	for i := range 4 {
 		for j := range 4 {
 			has := contains(string(d(i).scheduled), EventID(reboots[j].ID))
@@ -74,7 +74,7 @@ func TestHistoryBounded(t *testing.T) {
 	if len(h) != engine.MaxHistory || h[len(h)-1].ID != last {
 		t.Fatalf("history holds %d events, the last %s; want %d ending in %s", len(h), h[len(h)-1].ID, engine.MaxHistory, last)
 	}
-	if got := string(s.docs["vm000000"].Load().history); len(got) < 100 || !contains(got, EventID(last)) {
+	if got := string(s.slots.Load("vm000000").doc.Load().history); len(got) < 100 || !contains(got, EventID(last)) {
 		t.Fatalf("rendered history lacks the newest event %s", EventID(last))
 	}
 }

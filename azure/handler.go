@@ -20,6 +20,7 @@ import (
 	"github.com/forewarn/forewarn/internal/echo"
 	"github.com/forewarn/forewarn/internal/query"
 	"github.com/forewarn/forewarn/internal/ratelimit"
+	"github.com/forewarn/forewarn/internal/slots"
 	"github.com/forewarn/forewarn/metrics"
 )
 
@@ -43,14 +44,16 @@ const (
 	msgNoSpace      = "Service unavailable. The approval could not be recorded, so it was not made; retry after some time"
 )
 
-// Server serves the Azure metadata API to the fleet's Azure VMs.
+// Server serves the Azure metadata API to the fleet's Azure VMs. It
+// follows the inventory: a VM added is served as soon as the change that
+// adds it returns, and a VM removed is refused as an unknown address.
 type Server struct {
-	eng   *engine.Engine
-	index *forewarn.Index
-	log   *slog.Logger
-	mux   *http.ServeMux
-	// docs is keyed by VM name; the map is built once and only read.
-	docs map[string]*atomic.Pointer[doc]
+	eng *engine.Engine
+	log *slog.Logger
+	mux *http.ServeMux
+	// slots holds each Azure VM's document and throttling state, made and
+	// dropped with the VM.
+	slots *slots.Table[slot]
 	// limits throttles each VM; nil when throttling is off.
 	limits *ratelimit.Limiter
 	// closing is closed by Shutdown to release calls held by FirstCallDelay.
@@ -65,6 +68,17 @@ type Server struct {
 	// history records each VM's requests; nil records nothing.
 	history *history.History
 }
+
+// slot is one Azure VM's state in the server.
+type slot struct {
+	doc   atomic.Pointer[doc]
+	limit ratelimit.State
+	// gone is closed when the VM leaves the inventory, releasing a call
+	// FirstCallDelay holds.
+	gone chan struct{}
+}
+
+func newSlot() *slot { return &slot{gone: make(chan struct{})} }
 
 // Routes of the request metrics: the route label's values.
 const (
@@ -102,8 +116,9 @@ func (s *Server) SetHistory(h *history.History) { s.history = h }
 // records nothing. Call it before serving.
 func (s *Server) SetMetrics(m *metrics.Metrics) { s.metrics = m.API("azure", routes) }
 
-// NewServer returns a Server answering for eng's fleet. It renders every
-// VM's document now and again whenever the engine publishes a change.
+// NewServer returns a Server answering for eng's inventory. It renders
+// every Azure VM's document now and again whenever the engine publishes a
+// change, and makes and drops the VMs' slots as the inventory changes.
 func NewServer(eng *engine.Engine, log *slog.Logger) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -111,21 +126,23 @@ func NewServer(eng *engine.Engine, log *slog.Logger) *Server {
 	s := &Server{
 		closing: make(chan struct{}),
 		eng:     eng,
-		index:   forewarn.NewIndex(eng.Fleet()),
 		log:     log,
 		mux:     http.NewServeMux(),
-		docs:    make(map[string]*atomic.Pointer[doc], len(eng.Fleet().VMs)),
+		slots:   slots.New[slot](forewarn.Azure),
 	}
-	for _, vm := range eng.Fleet().VMs {
-		if vm.Provider == forewarn.Azure {
-			s.docs[vm.Name] = new(atomic.Pointer[doc])
-		}
-	}
-	r := &renderer{fleet: eng.Fleet()}
-	eng.Subscribe(func(v *engine.View) {
-		if p := s.docs[v.VM.Name]; p != nil {
-			p.Store(r.render(v))
-		}
+	r := &renderer{}
+	eng.SubscribeBatch(func(vs []*engine.View) {
+		// The inventory the views are of: the engine installs it before
+		// it publishes them, and reading it takes no lock.
+		r.fleet = eng.Fleet()
+		s.slots.Update(vs, newSlot, func(sl *slot, v *engine.View) {
+			if old := sl.doc.Load(); old != nil && old.vm.CloudService != v.VM.CloudService {
+				// The preview's "_" on IaaS names: events already
+				// rendered may name the VM.
+				r.forgetParts()
+			}
+			sl.doc.Store(r.render(v))
+		}, func(sl *slot) { close(sl.gone) })
 	})
 
 	s.mux.HandleFunc("/metadata/scheduledevents", s.handleEvents)
@@ -151,7 +168,11 @@ const DefaultRateLimit = 5
 // (negative, NaN, +Inf); 'forewarn serve' refuses those but 0. Call it
 // before serving.
 func (s *Server) SetRateLimit(rate float64) {
-	s.limits = ratelimit.ForRate(rate, s.docs)
+	s.limits = ratelimit.ForRate(rate)
+	s.slots.Range(func(_ string, sl *slot) bool {
+		sl.limit.Reset()
+		return true
+	})
 }
 
 // ServeHTTP implements http.Handler. A path that is not in canonical form
@@ -183,7 +204,7 @@ func (s *Server) callerName(r *http.Request) string {
 	if err != nil {
 		return ""
 	}
-	if vm := s.index.Lookup(addr.Addr(), forewarn.Azure); vm != nil && vm.Provider == forewarn.Azure {
+	if vm := s.eng.Lookup(addr.Addr(), forewarn.Azure); vm != nil && vm.Provider == forewarn.Azure {
 		return vm.Name
 	}
 	return ""
@@ -240,45 +261,61 @@ func (s *Server) handleNotFound(w http.ResponseWriter, r *http.Request) {
 	writeError(w, http.StatusNotFound, msgNotFound)
 }
 
-// caller identifies the VM of a request by its source address and checks
-// the headers every IMDS request must carry. It writes the error and
-// returns nil when the request may not proceed.
-func (s *Server) caller(w http.ResponseWriter, r *http.Request) *forewarn.VM {
+// caller identifies the VM of a request by its source address, in the
+// inventory in force, and checks the headers every IMDS request must
+// carry. It returns the VM and its slot, or writes the error and returns
+// nil when the request may not proceed.
+func (s *Server) caller(w http.ResponseWriter, r *http.Request) (*forewarn.VM, *slot) {
 	return s.callerHeader(w, r, true)
 }
 
 // callerHeader is caller; with needHeader false a missing Metadata
 // header is let through.
-func (s *Server) callerHeader(w http.ResponseWriter, r *http.Request, needHeader bool) *forewarn.VM {
+func (s *Server) callerHeader(w http.ResponseWriter, r *http.Request, needHeader bool) (*forewarn.VM, *slot) {
 	addr, err := netip.ParseAddrPort(r.RemoteAddr)
 	var vm *forewarn.VM
+	var sl *slot
 	if err == nil {
-		vm = s.index.Lookup(addr.Addr(), forewarn.Azure)
+		vm = s.eng.Lookup(addr.Addr(), forewarn.Azure)
+	}
+	if vm != nil && vm.Provider == forewarn.Azure {
+		// A VM the inventory has but this server not yet, in the instant
+		// between the engine installing a change and publishing it, is
+		// not one yet.
+		if sl = s.slots.Load(vm.Name); sl == nil {
+			vm = nil
+		}
 	}
 	switch {
 	case vm == nil:
-		refuse(w, http.StatusForbidden, "Forbidden. No VM of the fleet has the source address "+addrString(addr, err))
-		return nil
+		refuseUnknown(w, addr, err)
+		return nil, nil
 	case vm.Provider != forewarn.Azure:
 		writeError(w, http.StatusNotFound, msgNotFound)
-		return nil
+		return nil, nil
 	case len(r.Header.Values("X-Forwarded-For")) > 0:
 		writeError(w, http.StatusBadRequest, msgForwarded)
-		return nil
+		return nil, nil
 	case !metadataHeaderOK(r.Header.Get("Metadata"), needHeader):
 		history.NoteNoHeader(w)
 		writeError(w, http.StatusBadRequest, msgNoHeader)
-		return nil
+		return nil, nil
 	}
-	if d := s.docs[vm.Name].Load(); d.deleted {
+	if d := sl.doc.Load(); d.deleted {
 		refuse(w, http.StatusForbidden, "Forbidden. VM "+vm.Name+" has been deleted")
-		return nil
+		return nil, nil
 	}
-	if s.limits != nil && !s.limits.Allow(vm.Name) {
+	if !s.limits.Allow(&sl.limit) {
 		refuse(w, http.StatusTooManyRequests, msgTooMany)
-		return nil
+		return nil, nil
 	}
-	return vm
+	return vm, sl
+}
+
+// refuseUnknown refuses a caller whose source address, addr (err when
+// it did not parse), is no Azure VM's of the inventory.
+func refuseUnknown(w http.ResponseWriter, addr netip.AddrPort, err error) {
+	refuse(w, http.StatusForbidden, "Forbidden. No VM of the fleet has the source address "+addrString(addr, err))
 }
 
 // refuse writes the error for a caller that is refused, not mistaken,
@@ -336,7 +373,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusMethodNotAllowed, msgMethod)
 		return
 	}
-	vm := s.callerHeader(w, r, r.Method != http.MethodPost || !previewQuery(r.URL.RawQuery))
+	vm, sl := s.callerHeader(w, r, r.Method != http.MethodPost || !previewQuery(r.URL.RawQuery))
 	if vm == nil {
 		return
 	}
@@ -356,6 +393,13 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		case <-t.C:
 		case <-s.closing:
 			t.Stop()
+		case <-sl.gone:
+			// The VM left the inventory while its call was held: the
+			// answer is the one its address gets now.
+			t.Stop()
+			addr, err := netip.ParseAddrPort(r.RemoteAddr)
+			refuseUnknown(w, addr, err)
+			return
 		case <-r.Context().Done():
 			t.Stop()
 			return
@@ -365,7 +409,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		s.approve(w, r, vm, &versions[vi])
 		return
 	}
-	d := s.docs[vm.Name].Load()
+	d := sl.doc.Load()
 	if s.history != nil {
 		for _, p := range d.parts {
 			if p.json[vi] != nil {
@@ -539,16 +583,13 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 
 // Documents returns what the Azure VM named vm sees now: the Scheduled
 // Events document as the newest api-version renders it, keyed by its
-// path and query; nil when vm is not one of the fleet's Azure VMs.
+// path and query; nil when vm is not one of the inventory's Azure VMs.
 func (s *Server) Documents(vm string) map[string]string {
-	p := s.docs[vm]
-	if p == nil {
+	sl := s.slots.Load(vm)
+	if sl == nil {
 		return nil
 	}
-	d := p.Load()
-	if d == nil {
-		return nil
-	}
+	d := sl.doc.Load()
 	var b strings.Builder
 	d.writeTo(&b, nVersions-1)
 	return map[string]string{"/metadata/scheduledevents?api-version=" + versions[nVersions-1].name: b.String()}

@@ -75,7 +75,7 @@ func (s *Server) handleInstance(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusMethodNotAllowed, msgMethod)
 		return
 	}
-	vm := s.caller(w, r)
+	vm, _ := s.caller(w, r)
 	if vm == nil {
 		return
 	}
@@ -159,7 +159,7 @@ func (s *Server) handleVersions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusMethodNotAllowed, msgMethod)
 		return
 	}
-	if s.caller(w, r) == nil {
+	if vm, _ := s.caller(w, r); vm == nil {
 		return
 	}
 	var buf [8]query.Param

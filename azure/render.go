@@ -159,16 +159,27 @@ func (d *doc) writeTo(w io.Writer, vi int) {
 // that is still alive, and the heads and header values it made recently,
 // so that one change seen by many VMs is rendered once and their
 // documents share memory. It is used under the engine's lock only
-// (Subscribe).
+// (SubscribeBatch).
 type renderer struct {
-	fleet   *forewarn.Fleet
-	parts   weakmap.Map[forewarn.Event, *part]
+	// fleet is the inventory the views being rendered are of.
+	fleet *forewarn.Fleet
+	// parts is made on first use, and dropped by forgetParts.
+	parts   *weakmap.Map[forewarn.Event, *part]
 	heads   memo.Table[int64, []byte]
 	headers memo.Table[string, *headers] // by ETags and lengths
 }
 
+// forgetParts drops every part rendered so far, for when a part may
+// change without its event changing: a VM's CloudService decides whether
+// the preview shows its name with "_". (A map in use is replaced, not
+// cleared: its cleanups may be running.)
+func (r *renderer) forgetParts() { r.parts = nil }
+
 // part returns ev rendered for every version.
 func (r *renderer) part(ev *forewarn.Event) *part {
+	if r.parts == nil {
+		r.parts = new(weakmap.Map[forewarn.Event, *part])
+	}
 	if p, ok := r.parts.Get(ev); ok {
 		return p
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/forewarn/forewarn/internal/echo"
 	"github.com/forewarn/forewarn/internal/query"
 	"github.com/forewarn/forewarn/internal/ratelimit"
+	"github.com/forewarn/forewarn/internal/slots"
 	"github.com/forewarn/forewarn/metrics"
 )
 
@@ -35,14 +36,15 @@ var (
 )
 
 // Server serves the Compute Engine metadata API to the fleet's GCE VMs.
+// It follows the inventory: a VM added is served as soon as the change
+// that adds it returns, and a VM removed is refused as an unknown address
+// and its held long-polls end (docs/wire-decisions.md).
 type Server struct {
-	eng   *engine.Engine
-	index *forewarn.Index
-	log   *slog.Logger
-	// docs is keyed by VM name; the map is built once and only read.
-	docs map[string]*atomic.Pointer[doc]
-	// waiters counts each VM's held long-polls; read-only map.
-	waiters map[string]*atomic.Int64
+	eng *engine.Engine
+	log *slog.Logger
+	// slots holds each GCE VM's documents, held long-polls and throttling
+	// state, made and dropped with the VM.
+	slots *slots.Table[slot]
 	// MaxWaiters caps each VM's concurrent held long-polls (0: no cap);
 	// an excess request gets 503. Set it before serving.
 	MaxWaiters int
@@ -56,6 +58,20 @@ type Server struct {
 	// history records each VM's requests; nil records nothing.
 	history *history.History
 }
+
+// slot is one GCE VM's state in the server.
+type slot struct {
+	// doc is the VM's newest document, the end of its chain.
+	doc atomic.Pointer[doc]
+	// waiters counts the VM's held long-polls.
+	waiters atomic.Int64
+	limit   ratelimit.State
+	// gone is closed when the VM leaves the inventory (or stops being a
+	// GCE VM), ending its held long-polls.
+	gone chan struct{}
+}
+
+func newSlot() *slot { return &slot{gone: make(chan struct{})} }
 
 // Routes of the request metrics: the route label's values.
 const (
@@ -128,55 +144,55 @@ const DefaultRateLimit = 50
 // is made: holding it costs nothing. A rate that is not a positive
 // finite number turns throttling off. Call it before serving.
 func (s *Server) SetRateLimit(rate float64) {
-	s.limits = ratelimit.ForRate(rate, s.docs)
+	s.limits = ratelimit.ForRate(rate)
+	s.slots.Range(func(_ string, sl *slot) bool {
+		sl.limit.Reset()
+		return true
+	})
 }
 
-// NewServer returns a Server answering for eng's fleet. It renders every
-// GCE VM's document now and again whenever the engine publishes a change.
+// NewServer returns a Server answering for eng's inventory. It renders
+// every GCE VM's document now and again whenever the engine publishes a
+// change, and makes and drops the VMs' slots as the inventory changes.
 func NewServer(eng *engine.Engine, log *slog.Logger) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{
 		eng:     eng,
-		index:   forewarn.NewIndex(eng.Fleet()),
 		log:     log,
-		docs:    map[string]*atomic.Pointer[doc]{},
-		waiters: map[string]*atomic.Int64{},
+		slots:   slots.New[slot](forewarn.GCE),
 		closing: make(chan struct{}),
 	}
-	for _, vm := range eng.Fleet().VMs {
-		if vm.Provider == forewarn.GCE {
-			s.docs[vm.Name] = new(atomic.Pointer[doc])
-			s.waiters[vm.Name] = new(atomic.Int64)
-		}
-	}
 	cache := &renderCache{}
-	eng.Subscribe(func(v *engine.View) {
-		p := s.docs[v.VM.Name]
-		if p == nil {
-			return
-		}
-		d := render(v, p.Load(), cache)
-		if d == nil {
-			return // nothing a GCE client sees changed
-		}
-		if old := p.Swap(d); old != nil {
-			old.next = d
-			close(old.changed)
-		}
+	eng.SubscribeBatch(func(vs []*engine.View) {
+		s.slots.Update(vs, newSlot, func(sl *slot, v *engine.View) {
+			prev := sl.doc.Load()
+			from := prev
+			if prev != nil && *prev.vm != *v.VM {
+				from = nil // a new definition: its whole tree again
+			}
+			d := render(v, from, cache)
+			if d == nil {
+				return // nothing a GCE client sees changed
+			}
+			if old := sl.doc.Swap(d); old != nil {
+				old.next = d
+				close(old.changed)
+			}
+		}, func(sl *slot) { close(sl.gone) })
 	})
 	return s
 }
 
-// Caller returns the GCE VM whose requests come from r's source address,
-// or nil.
+// Caller returns the VM whose requests come from r's source address in
+// the inventory in force, or nil. It may be a VM of another API.
 func (s *Server) Caller(r *http.Request) *forewarn.VM {
 	addr, err := netip.ParseAddrPort(r.RemoteAddr)
 	if err != nil {
 		return nil
 	}
-	return s.index.Lookup(addr.Addr(), forewarn.GCE)
+	return s.eng.Lookup(addr.Addr(), forewarn.GCE)
 }
 
 // writeError writes an HTML error page, as the real server does; clients
@@ -284,6 +300,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, vm *forewarn.VM) {
 	h := w.Header()
 	h["Metadata-Flavor"] = hdrGoogle
+	var sl *slot
+	if vm != nil && vm.Provider == forewarn.GCE {
+		// A VM the inventory has but this server not yet, in the instant
+		// between the engine installing a change and publishing it, is
+		// not one yet.
+		if sl = s.slots.Load(vm.Name); sl == nil {
+			vm = nil
+		}
+	}
 	switch {
 	case vm == nil:
 		addr := r.RemoteAddr
@@ -298,7 +323,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, vm *forewarn.VM) 
 	case vm.Provider != forewarn.GCE:
 		writeError(w, r, http.StatusNotFound, "The requested URL was not found on this server.")
 		return
-	case s.limits != nil && !s.limits.Allow(vm.Name):
+	case !s.limits.Allow(&sl.limit):
 		// Refused, not mistaken: a fixed page, nothing looked up or
 		// rendered, and the connection closes after it, so that a
 		// caller pipelining requests holds nothing.
@@ -341,7 +366,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, vm *forewarn.VM) 
 		writeError(w, r, http.StatusBadRequest, "Bad request: "+msg+".")
 		return
 	}
-	d := s.docs[vm.Name].Load()
+	d := sl.doc.Load()
 	n := d.node(key)
 	if n != nil {
 		n = n.ready()
@@ -368,7 +393,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, vm *forewarn.VM) 
 		p.lastETag = n.etag[0]
 	}
 	if p.wait && n.etag[0] == p.lastETag {
-		held := s.waiters[vm.Name]
+		held := &sl.waiters
 		if held.Add(1) > int64(s.MaxWaiters) && s.MaxWaiters > 0 {
 			held.Add(-1)
 			writeError(w, r, http.StatusServiceUnavailable, fmt.Sprintf("Too many held wait_for_change requests for this VM (at most %d).", s.MaxWaiters))
@@ -376,21 +401,28 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, vm *forewarn.VM) 
 		}
 		s.metrics.Hold(1)
 		history.NoteHeld(w)
-		d, n = s.wait(r, d, key, n, p)
+		var end pollEnd
+		d, n, end = s.wait(r, sl, d, key, n, p)
 		s.metrics.Hold(-1)
 		held.Add(-1)
-		if n == nil {
-			if r.Context().Err() == nil { // shutting down
-				history.NotePoll(w, history.Shutdown)
-				writeError(w, r, http.StatusServiceUnavailable, "The metadata server is shutting down; retry.")
-			} else {
-				history.NotePoll(w, history.ClientGone)
-			}
+		switch end {
+		case pollShutdown:
+			history.NotePoll(w, history.Shutdown)
+			writeError(w, r, http.StatusServiceUnavailable, "The metadata server is shutting down; retry.")
 			return
-		}
-		if n.etag[0] != p.lastETag {
+		case pollClientGone:
+			history.NotePoll(w, history.ClientGone)
+			return
+		case pollRemoved:
+			// The key is no longer defined for this caller: 404, the
+			// answer on which real clients stop watching rather than
+			// retry (docs/wire-decisions.md); it holds nothing more.
+			h["Connection"] = hdrClose
+			writeError(w, r, http.StatusNotFound, msgRemoved)
+			return
+		case pollChanged:
 			history.NotePoll(w, history.Changed)
-		} else {
+		case pollTimeout:
 			history.NotePoll(w, history.Timeout)
 		}
 	}
@@ -408,13 +440,29 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, vm *forewarn.VM) 
 	write(w, n, p)
 }
 
-// wait holds a wait_for_change request until key's ETag differs from
-// last_etag, walking the chain of documents so that no change is missed,
-// until timeout_sec passes, or nil when the client goes away or the
-// server shuts down. It returns the node with the document it is from.
-func (s *Server) wait(r *http.Request, d *doc, key string, n *node, p params) (*doc, *node) {
+// msgRemoved is the detail of the 404 that ends a long-poll of a VM that
+// left the inventory.
+const msgRemoved = "This VM left the fleet: the requested key is no longer defined."
+
+// pollEnd is how a held long-poll ended.
+type pollEnd int
+
+const (
+	pollChanged pollEnd = iota
+	pollTimeout
+	pollClientGone
+	pollShutdown
+	pollRemoved // the VM left the inventory
+)
+
+// wait holds a wait_for_change request of the VM of slot sl until key's
+// ETag differs from last_etag, walking the chain of documents from d so
+// that no change is missed, until timeout_sec passes, the client goes
+// away, the server shuts down or the VM leaves the inventory. It returns
+// the node with the document it is from, and how the wait ended.
+func (s *Server) wait(r *http.Request, sl *slot, d *doc, key string, n *node, p params) (*doc, *node, pollEnd) {
 	if n.etag[0] != p.lastETag {
-		return d, n
+		return d, n, pollChanged
 	}
 	var timeout <-chan time.Time
 	if p.timeoutGiven {
@@ -425,16 +473,18 @@ func (s *Server) wait(r *http.Request, d *doc, key string, n *node, p params) (*
 	for {
 		select {
 		case <-r.Context().Done():
-			return d, nil
+			return d, n, pollClientGone
 		case <-s.closing:
-			return d, nil
+			return d, n, pollShutdown
+		case <-sl.gone:
+			return d, n, pollRemoved
 		case <-timeout:
-			return d, n
+			return d, n, pollTimeout
 		case <-d.changed:
 			d = d.next
 			n = d.node(key).ready()
 			if n.etag[0] != p.lastETag {
-				return d, n
+				return d, n, pollChanged
 			}
 		}
 	}
@@ -482,16 +532,13 @@ func writeJSON(w http.ResponseWriter, b []byte) {
 // Documents returns what the GCE VM named vm sees now: the values of
 // instance/maintenance-event and instance/upcoming-maintenance (left out
 // while absent), keyed by their paths; nil when vm is not one of the
-// fleet's GCE VMs.
+// inventory's GCE VMs.
 func (s *Server) Documents(vm string) map[string]string {
-	p := s.docs[vm]
-	if p == nil {
+	sl := s.slots.Load(vm)
+	if sl == nil {
 		return nil
 	}
-	d := p.Load()
-	if d == nil {
-		return nil
-	}
+	d := sl.doc.Load()
 	out := map[string]string{}
 	for _, key := range []string{"instance/maintenance-event", "instance/upcoming-maintenance"} {
 		n := d.node(key)
