@@ -506,8 +506,20 @@ func (failingStore) Commit(context.Context, *forewarn.Change) (int64, error) {
 	return 0, errors.New("write /var/lib/forewarn/db: disk on fire")
 }
 
+// seeded returns a store that holds testFleet's inventory.
+func seeded(t *testing.T) *mem.Store {
+	t.Helper()
+	st := mem.New()
+	eng, err := engine.New(t.Context(), engine.Config{Store: st, Fleet: testFleet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng.Close()
+	return st
+}
+
 func TestInternalErrorHidden(t *testing.T) {
-	h := newHarness(t, failingStore{mem.New()})
+	h := newHarness(t, failingStore{seeded(t)})
 	status, _, body := h.raw(t, "POST", "/v1/events", `{"type":"Reboot","vms":["web_0"]}`)
 	if want := `{"error":{"code":"internal","message":"internal error"}}` + "\n"; status != 500 || body != want {
 		t.Errorf("got %d %s, want 500 %s", status, body, want)
