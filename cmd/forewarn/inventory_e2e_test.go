@@ -253,4 +253,29 @@ func TestInventoryOnReplicas(t *testing.T) {
 		}
 		return true
 	}, func() string { return "added_0 is still served after its removal on C" })
+
+	// A replica started with a fleet file that differs from the shared
+	// inventory applies it: every replica then serves the result.
+	other := filepath.Join(t.TempDir(), "other.yaml")
+	if err := os.WriteFile(other, []byte(haShareFleet+"  - {name: late_0, ip: 127.0.8.30}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c.fleet = other
+	d := c.add("D")
+	if log := d.log.String(); !strings.Contains(log, "inventory changed") || !strings.Contains(log, "vms_set=1") {
+		t.Fatalf("D's start did not log the change it applied:\n%s", logTail(d.log, 20))
+	}
+	eventually(t, 5*time.Second, func() bool {
+		for _, r := range c.replicas {
+			if ans, err := vmDo(t.Context(), r.s(t).metadata, "127.0.8.30", "GET", azureEventsPath, ""); err != nil || ans.status != 200 {
+				return false
+			}
+		}
+		return true
+	}, func() string { return "late_0, in D's fleet file, is not served by every replica" })
+	for _, r := range c.replicas {
+		if out := haCLI(t, r, "fleet", "export"); !strings.Contains(out, "name: late_0") || strings.Contains(out, "added_0") || !strings.Contains(out, "added_1") {
+			t.Fatalf("%s exports:\n%s", r.name, out)
+		}
+	}
 }
