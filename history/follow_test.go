@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"runtime"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -192,5 +193,53 @@ func TestSeenNamesOutliveTheRing(t *testing.T) {
 	s, ok := h.Seen("E1")
 	if !ok || s.By != "first" || s.FirstLate != "late" || s.LateReaders != 2 {
 		t.Fatalf("Seen = %+v (ok %v); want first read by first, first late late, 2 late readers", s, ok)
+	}
+}
+
+// TestChurnWhileRecording: VMs recorded without pause while others are
+// removed and added again, their rings reused: no request is recorded in
+// another VM's ring, and once all is done no ring counts a request in
+// flight and the rings made stay within the VMs plus the requests that
+// held a removed VM's ring.
+func TestChurnWhileRecording(t *testing.T) {
+	vms := names("vm", 64)
+	h := history.New(vms, 8)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				vm := vms[(g*8+i)%len(vms)]
+				record(h, vm, "/"+vm, 200, nil)
+				_, _ = h.Stats(vm)
+			}
+		})
+	}
+	for i := range 2000 {
+		gone := vms[i%len(vms) : i%len(vms)+1]
+		h.Apply(nil, gone)
+		h.Apply(gone, nil)
+	}
+	close(stop)
+	wg.Wait()
+	for _, vm := range vms {
+		st, ok := h.Stats(vm)
+		if !ok || st.InFlight != 0 {
+			t.Fatalf("%s: %d in flight (ok %v), want 0", vm, st.InFlight, ok)
+		}
+		got, _ := h.Entries(vm)
+		for _, e := range got {
+			if e.Path != "/"+vm {
+				t.Fatalf("%s's ring holds a request of %s", vm, e.Path)
+			}
+		}
+	}
+	if n := h.Allocated(); n > len(vms)+8 {
+		t.Errorf("%d rings made for %d VMs and 8 recorders", n, len(vms))
 	}
 }
