@@ -125,9 +125,9 @@ func TestCapsFollowTheInventory(t *testing.T) {
 	late := netip.MustParseAddr("10.0.9.9")
 	check := func(when string, vm bool, anyAddr bool) {
 		t.Helper()
-		if got := md.Known(late); got != vm || anyAddr != md.Known(netip.MustParseAddr("192.0.2.1")) {
+		if got, every := md.Known(late), md.Known(netip.MustParseAddr("192.0.2.1")); got != vm || every != anyAddr {
 			t.Errorf("%s: the metadata listener knows %s: %v, want %v; knows every address %v, want %v",
-				when, late, got, vm, !anyAddr, anyAddr)
+				when, late, got, vm, every, anyAddr)
 		}
 		if got := adm.Known(late); got == vm {
 			t.Errorf("%s: the operator listener takes %s for a stranger: %v, want %v", when, late, !got, vm)
