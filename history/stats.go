@@ -271,7 +271,8 @@ type VersionCount struct {
 	Requests uint64 `json:"requests"`
 }
 
-// Stats is a copy of one VM's accumulators, over the server's life.
+// Stats is a copy of one VM's accumulators, since it last joined the
+// inventory (or the server started).
 type Stats struct {
 	// API is the metadata API of the VM's latest request.
 	API API
