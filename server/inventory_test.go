@@ -82,8 +82,11 @@ func TestServerFollowsTheInventory(t *testing.T) {
 	if s.Fleet().VM("late") == nil {
 		t.Error("Fleet does not have VM late")
 	}
-	if _, ok := s.History().Stats("late"); !ok {
-		t.Error("the request history has no ring for VM late")
+	if code, body := get(t, from(t, "127.0.0.9"), "http://"+md+"/metadata/scheduledevents?api-version=2020-07-01", "Metadata", "true"); code != 200 {
+		t.Fatalf("VM late, added at run time: %d %s", code, body)
+	}
+	if st, ok := s.History().Stats("late"); !ok || st.Requests != 1 {
+		t.Errorf("the request history counts %d requests of VM late (ok %v), want 1", st.Requests, ok)
 	}
 	change(engine.InventoryChange{Remove: []string{"web_0"}})
 	if _, ok := s.History().Stats("web_0"); ok || s.Fleet().VM("web_0") != nil {
