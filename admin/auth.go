@@ -17,7 +17,8 @@ var errUnauthorized = forewarn.Errorf(forewarn.EUNAUTHORIZED, "missing or wrong 
 // prefixed with "token@" when it gave the bearer token. When the server
 // has a token, every route but /healthz and the dashboard's page shell
 // and static files needs it (EUNAUTHORIZED). When
-// it has none, a caller from the address of a fleet VM is refused
+// it has none, a caller from the address of a VM of the inventory in
+// force is refused
 // (EFORBIDDEN): VMs can reach a loopback operator API in local setups,
 // and a VM is never an operator.
 func (s *Server) authenticate(r *http.Request) (who string, err error) {
@@ -37,9 +38,9 @@ func (s *Server) authenticate(r *http.Request) (who string, err error) {
 		return "token@" + who, nil
 	}
 	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
-		if vm, ok := s.vmAddrs[ap.Addr().Unmap()]; ok {
+		if vm := s.vmAt(ap.Addr()); vm != nil {
 			return who, forewarn.Errorf(forewarn.EFORBIDDEN,
-				"requests from %s are refused: it is the address of VM %q, and VMs may not use the operator API; call it from another address, or give the server --admin-token-file and send the token", who, vm)
+				"requests from %s are refused: it is the address of VM %q, and VMs may not use the operator API; call it from another address, or give the server --admin-token-file and send the token", who, vm.Name)
 		}
 	}
 	return who, nil
@@ -53,15 +54,12 @@ func caller(r *http.Request) string {
 	return r.RemoteAddr
 }
 
-// vmAddrs maps the explicit source addresses of f's VMs to their names.
-// VMs without one, which answer every caller, are left out: they would
-// make every caller a VM.
-func vmAddrs(f *forewarn.Fleet) map[netip.Addr]string {
-	m := map[netip.Addr]string{}
-	for _, vm := range f.VMs {
-		if vm.IP.IsValid() {
-			m[vm.IP.Unmap()] = vm.Name
-		}
+// vmAt returns the VM of the inventory in force whose address is a, or
+// nil. VMs without one, which answer every caller, are left out: they
+// would make every caller a VM.
+func (s *Server) vmAt(a netip.Addr) *forewarn.VM {
+	if vm := s.eng.Lookup(a.Unmap(), ""); vm != nil && vm.IP.IsValid() {
+		return vm
 	}
-	return m
+	return nil
 }

@@ -326,7 +326,7 @@ func (s *Server) decodeCreate(w http.ResponseWriter, r *http.Request, req *Creat
 }
 
 // decodeNames reads the value of a create's vms field: null, or an
-// array of names of the fleet's VMs, each at most once. It refuses an
+// array of names of the VMs of the fleet in force, each at most once. It refuses an
 // unknown name or a name given twice as it meets it, as the engine
 // would, so that a list of the same name, or of made-up ones, is not read
 // to its end; and a list longer than the fleet, which would repeat one.
@@ -343,11 +343,13 @@ func (s *Server) decodeNames(dec *json.Decoder, lim *valueLimit) ([]string, erro
 	default:
 		return nil, forewarn.Errorf(forewarn.EINVALID, "field %q must be %s, not %s", "vms", jsonKind("[]string"), tokenKind(tok))
 	}
+	x := s.nameIndex()
+	maxNames := len(x.fleet.VMs)
 	names := []string{}
 	var named []uint64 // a bit per VM of the fleet, by index
 	for dec.More() {
-		if len(names) == s.maxNames {
-			return nil, forewarn.Errorf(forewarn.EINVALID, "field %q names more VMs than the fleet's %d", "vms", s.maxNames)
+		if len(names) == maxNames {
+			return nil, forewarn.Errorf(forewarn.EINVALID, "field %q names more VMs than the fleet's %d", "vms", maxNames)
 		}
 		lim.allow(dec)
 		var name string
@@ -358,23 +360,49 @@ func (s *Server) decodeNames(dec *json.Decoder, lim *valueLimit) ([]string, erro
 			}
 			return nil, lim.error(dec, err, "vms", false)
 		}
-		i, ok := s.vmIndex[name]
+		i, ok := x.index[name]
 		if !ok {
 			return nil, forewarn.Errorf(forewarn.ENOTFOUND, "unknown VM %s", quote(name))
 		}
 		if named == nil {
-			named = make([]uint64, (s.maxNames+63)/64)
+			named = make([]uint64, (maxNames+63)/64)
 		}
 		if named[i/64]&(1<<(i%64)) != 0 {
 			return nil, forewarn.Errorf(forewarn.EINVALID, "VM %s is named twice", quote(name))
 		}
 		named[i/64] |= 1 << (i % 64)
-		names = append(names, s.eng.Fleet().VMs[i].Name)
+		names = append(names, x.fleet.VMs[i].Name)
 	}
 	if _, err := lim.token(dec, "vms"); err != nil { // the array's end
 		return nil, err
 	}
 	return names, nil
+}
+
+// nameIndex indexes the VMs of one fleet by name.
+type nameIndex struct {
+	fleet *forewarn.Fleet
+	index map[string]int // into fleet.VMs
+}
+
+// nameIndex returns the index of the fleet in force, built once per
+// change of the inventory.
+func (s *Server) nameIndex() *nameIndex {
+	f := s.eng.Fleet()
+	if x := s.names.Load(); x != nil && x.fleet == f {
+		return x
+	}
+	s.namesMu.Lock()
+	defer s.namesMu.Unlock()
+	if x := s.names.Load(); x != nil && x.fleet == f {
+		return x
+	}
+	x := &nameIndex{fleet: f, index: make(map[string]int, len(f.VMs))}
+	for i, vm := range f.VMs {
+		x.index[vm.Name] = i
+	}
+	s.names.Store(x)
+	return x
 }
 
 // tokenKind names the JSON kind of a token that starts a value.

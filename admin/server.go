@@ -25,9 +25,10 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/pprof"
-	"net/netip"
 	"path"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/forewarn/forewarn"
@@ -174,14 +175,11 @@ type Server struct {
 	// a request waits for one.
 	large     chan struct{}
 	largeWait time.Duration
-	// vmIndex gives the index of each VM of the fleet by name, and
-	// maxNames is their number: what a create's list of names is
-	// checked against as it is read.
-	vmIndex  map[string]int
-	maxNames int
-	// vmAddrs maps the fleet's explicit VM addresses to VM names; without
-	// a token, requests from them are refused.
-	vmAddrs map[netip.Addr]string
+	// names indexes the VMs of the fleet in force by name, for a
+	// create's list of names to be checked as it is read; namesMu
+	// serializes building it anew once the inventory has changed.
+	names   atomic.Pointer[nameIndex]
+	namesMu sync.Mutex
 	// ui is the dashboard served under /ui/.
 	ui *ui.Handler
 }
@@ -192,13 +190,8 @@ func NewServer(eng *engine.Engine, log *slog.Logger) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{eng: eng, log: log, mux: http.NewServeMux(), vmAddrs: vmAddrs(eng.Fleet()), cop: http.NewCrossOriginProtection()}
+	s := &Server{eng: eng, log: log, mux: http.NewServeMux(), cop: http.NewCrossOriginProtection()}
 	s.large, s.largeWait = make(chan struct{}, maxLarge), defaultLargeWait
-	s.maxNames = len(eng.Fleet().VMs)
-	s.vmIndex = make(map[string]int, s.maxNames)
-	for i, vm := range eng.Fleet().VMs {
-		s.vmIndex[vm.Name] = i
-	}
 	s.mux.HandleFunc("GET /healthz", s.handleHealth)
 	s.mux.HandleFunc("GET /v1/events", s.handleListEvents)
 	s.mux.HandleFunc("POST /v1/events", s.handleCreateEvent)

@@ -2,13 +2,17 @@
 // requests: when, which API and path, the status, the latency, how a
 // long-poll ended and which events a request approved.
 //
-// Every VM's ring is allocated once, when the History is built from the
-// fleet, and recording a request into it allocates nothing: paths and
-// api-versions are kept as indexes into a small, bounded table of the
-// strings seen, and each VM has its own lock, so VMs never contend.
+// The rings follow the inventory (History.Follow): a VM gets a ring when
+// it joins and leaves it when it goes, for a VM added later to reuse
+// once the requests in flight are done, so that memory follows the
+// largest fleet held, not the VMs that came and went. A VM's ring is
+// found by name without a lock, and recording a request into it
+// allocates nothing: paths and api-versions are kept as indexes into a
+// small, bounded table of the strings seen, and each VM has its own
+// lock, so VMs never contend.
 //
 // Beside each ring, a VM has fixed-size Stats: counts and times of what
-// its client did over the server's life (how often it called, gaps
+// its client did while in the inventory (how often it called, gaps
 // between calls, requests refused for a missing header, throttled
 // requests, api-versions, long-polls, approvals of events it should not
 // approve), updated in constant time per request. Marks note, per event,
@@ -22,8 +26,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -142,74 +144,6 @@ func methodIndex(m string) uint8 {
 		return 2
 	}
 	return 3
-}
-
-// ring is one VM's recent requests and its Stats.
-type ring struct {
-	mu    sync.Mutex
-	n     uint64 // requests recorded
-	slots []slot // the VM's part of one array shared by every ring; empty when none are kept
-	st    stats  // guarded by mu
-	// w caches a Writer for the VM's next request.
-	w atomic.Pointer[Writer]
-	// inflight counts the VM's requests being answered; lastEnd is when
-	// the latest-ending one ended (Unix nanoseconds); held counts its
-	// maintenance-event long-polls held now.
-	inflight atomic.Int32
-	held     atomic.Int32
-	lastEnd  atomic.Int64
-	// maintPolls and noETag count wait_for_change requests on
-	// maintenance-event, and those without last_etag, as they begin.
-	maintPolls, noETag atomic.Int64
-	idx                int32 // in History.rings
-}
-
-// History holds the rings of a fleet's VMs. A nil *History records
-// nothing.
-type History struct {
-	index map[string]int32
-	rings []ring
-	// strs is the table of paths and api-versions; its map is replaced,
-	// never changed, so that readers need no lock.
-	strs   atomic.Pointer[table]
-	strsMu sync.Mutex
-	names  []string
-	marks  marks
-}
-
-type table struct {
-	ids  map[string]uint16
-	strs []string
-}
-
-// New returns a History that keeps the newest size requests of each of
-// names, allocated now (size is capped at MaxSize), and each one's
-// Stats. A size of 0 or less keeps no requests, only the Stats. A nil
-// *History records nothing.
-func New(names []string, size int) *History {
-	size = min(max(size, 0), MaxSize)
-	h := &History{index: make(map[string]int32, len(names)), rings: make([]ring, len(names)), names: names}
-	slots := make([]slot, len(names)*size)
-	for i, n := range names {
-		h.index[n] = int32(i)
-		h.rings[i].slots = slots[i*size : (i+1)*size : (i+1)*size]
-		h.rings[i].idx = int32(i)
-	}
-	h.marks.m = map[string]*Mark{}
-	h.strs.Store(&table{ids: map[string]uint16{}, strs: []string{"", "(other)"}})
-	return h
-}
-
-// ring returns vm's ring, or nil.
-func (h *History) ring(vm string) *ring {
-	if h == nil {
-		return nil
-	}
-	i, ok := h.index[vm]
-	if !ok {
-		return nil
-	}
-	return &h.rings[i]
 }
 
 // intern returns the id of s in the table, adding it when there is room.
@@ -371,18 +305,22 @@ func NameOf(vm *forewarn.VM) string {
 
 // Start begins recording a request of vm answered through w: serve it
 // through the returned writer and pass that to Done. When h is nil or vm
-// is not in the fleet it returns w, and Done records nothing.
+// is not in the inventory it returns w, and Done records nothing.
 func (h *History) Start(w http.ResponseWriter, vm string) http.ResponseWriter {
-	rg := h.ring(vm)
+	rg, g := h.ring(vm)
 	if rg == nil {
 		return w
+	}
+	before, ok := rg.join(g)
+	if !ok {
+		return w // vm left the inventory since the lookup
 	}
 	hw := rg.w.Swap(nil)
 	if hw == nil {
 		hw = new(Writer)
 	}
 	*hw = Writer{ResponseWriter: w, start: time.Now(), ring: rg}
-	if rg.inflight.Add(1) == 1 {
+	if before == 0 {
 		hw.gapFrom = rg.lastEnd.Load()
 	} else {
 		hw.gapFrom = -1
@@ -432,21 +370,23 @@ func (h *History) Done(w http.ResponseWriter, api API, method, path, version str
 			break
 		}
 	}
-	rg.inflight.Add(-1)
 	*hw = Writer{}
 	rg.w.Store(hw)
+	rg.leave() // the ring may be reused from now on
 }
 
-// Entries returns vm's recorded requests, newest first, and whether vm
-// is in the fleet.
+// Entries returns vm's recorded requests, newest first, and whether h
+// has vm (a VM of the inventory).
 func (h *History) Entries(vm string) ([]Entry, bool) {
-	rg := h.ring(vm)
+	rg, g := h.ring(vm)
 	if rg == nil {
 		return nil, false
 	}
 	size := uint64(len(rg.slots))
 	buf := make([]slot, size)
-	rg.mu.Lock()
+	if !rg.lock(g) {
+		return nil, false // vm left the inventory since the lookup
+	}
 	n := rg.n
 	copy(buf, rg.slots)
 	rg.mu.Unlock()

@@ -16,23 +16,29 @@ import (
 // first read it only after it started, having missed its notice.
 type Mark struct {
 	id        string
-	by        atomic.Int32 // ring index + 1; 0: never read
-	at        atomic.Int64 // Unix nanoseconds
 	notBefore atomic.Int64 // Unix nanoseconds; 0: unknown
 	started   atomic.Int64 // Unix nanoseconds; 0: no read showed it started
-	// late counts the VMs that first read the event after it started;
-	// lateBy (ring index + 1) is the first of them, lateAt when.
-	late   atomic.Int32
-	lateBy atomic.Int32
-	lateAt atomic.Int64
+	// seen reports whether a VM read the event; late counts the VMs that
+	// first read it after it started.
+	seen atomic.Bool
+	late atomic.Int32
+	// mu guards the names and times of the first reader (by, at) and of
+	// the first late reader (lateBy, lateAt), kept as names: the VM may
+	// leave the inventory, and its ring serve another, since.
+	mu     sync.Mutex
+	by     string
+	at     int64 // Unix nanoseconds
+	lateBy string
+	lateAt int64
 }
 
-// noteLate notes that the VM of ring index idx first read the event
-// after it started, in a request begun at at.
-func (m *Mark) noteLate(idx int32, at int64) {
+// noteLate notes that the VM named vm first read the event after it
+// started, in a request begun at at.
+func (m *Mark) noteLate(vm string, at int64) {
 	if m.late.Add(1) == 1 {
-		m.lateAt.Store(at)
-		m.lateBy.Store(idx + 1)
+		m.mu.Lock()
+		m.lateBy, m.lateAt = vm, at
+		m.mu.Unlock()
 	}
 }
 
@@ -105,8 +111,10 @@ func (h *History) See(w http.ResponseWriter, r *Ref) {
 	if r.NotBefore != 0 && m.notBefore.Load() != r.NotBefore {
 		m.notBefore.Store(r.NotBefore)
 	}
-	if m.by.Load() == 0 && m.by.CompareAndSwap(0, hw.ring.idx+1) {
-		m.at.Store(time.Now().UnixNano())
+	if !m.seen.Load() && m.seen.CompareAndSwap(false, true) {
+		m.mu.Lock()
+		m.by, m.at = hw.ring.name, time.Now().UnixNano()
+		m.mu.Unlock()
 	}
 	if r.Started > 0 && m.started.Load() == 0 {
 		m.started.Store(r.Started)
@@ -146,18 +154,18 @@ func (h *History) Seen(id string) (Seen, bool) {
 		return Seen{}, false
 	}
 	var s Seen
-	if by := m.by.Load(); by > 0 && int(by) <= len(h.names) {
-		s.By = h.names[by-1]
-		if at := m.at.Load(); at != 0 {
-			s.At = time.Unix(0, at).UTC()
-		}
+	m.mu.Lock()
+	by, at, lateBy, lateAt := m.by, m.at, m.lateBy, m.lateAt
+	m.mu.Unlock()
+	if by != "" {
+		s.By, s.At = by, time.Unix(0, at).UTC()
 	}
 	if nb := m.notBefore.Load(); nb != 0 {
 		s.NotBefore = time.Unix(0, nb).UTC()
 	}
-	if by := m.lateBy.Load(); by > 0 && int(by) <= len(h.names) {
-		s.LateReaders, s.FirstLate = int(m.late.Load()), h.names[by-1]
-		s.FirstLateAt = time.Unix(0, m.lateAt.Load()).UTC()
+	if lateBy != "" {
+		s.LateReaders, s.FirstLate = int(m.late.Load()), lateBy
+		s.FirstLateAt = time.Unix(0, lateAt).UTC()
 	}
 	return s, true
 }

@@ -162,7 +162,7 @@ func (st *stats) add(hw *Writer, api API, code int, start, end int64, version ui
 			m := r.mark.Load()
 			st.readLate++
 			st.lastReadLate, st.readLateBy, st.readLateNotice = m, start-r.Started, r.Started-r.Since
-			m.noteLate(hw.ring.idx, start)
+			m.noteLate(hw.ring.name, start)
 		}
 	}
 	if hw.read {
@@ -271,7 +271,8 @@ type VersionCount struct {
 	Requests uint64 `json:"requests"`
 }
 
-// Stats is a copy of one VM's accumulators, over the server's life.
+// Stats is a copy of one VM's accumulators, since it last joined the
+// inventory (or the server started).
 type Stats struct {
 	// API is the metadata API of the VM's latest request.
 	API API
@@ -330,15 +331,16 @@ type Stats struct {
 	LastForeign, LastLate           string
 }
 
-// Stats returns a copy of vm's accumulators, and whether vm is in the
-// fleet.
+// Stats returns a copy of vm's accumulators, and whether h has vm (a VM
+// of the inventory).
 func (h *History) Stats(vm string) (Stats, bool) {
-	rg := h.ring(vm)
-	if rg == nil {
+	rg, g := h.ring(vm)
+	if rg == nil || !rg.lock(g) {
 		return Stats{}, false
 	}
-	rg.mu.Lock()
 	st := rg.st
+	lastEnd, inFlight := rg.lastEnd.Load(), inflight(rg.state.Load())
+	noETag, maintPolls, held := rg.noETag.Load(), rg.maintPolls.Load(), rg.held.Load()
 	rg.mu.Unlock()
 	t := h.strs.Load()
 	tm := func(ns int64) time.Time {
@@ -349,11 +351,11 @@ func (h *History) Stats(vm string) (Stats, bool) {
 	}
 	out := Stats{
 		API: st.api, Requests: st.requests, First: tm(st.first), Last: tm(st.last),
-		LastEnd: tm(rg.lastEnd.Load()), InFlight: int(max(rg.inflight.Load(), 0)),
+		LastEnd: tm(lastEnd), InFlight: inFlight,
 		LongestGap: time.Duration(st.maxGap), LongestGapEnd: tm(st.maxGapEnd),
 		LongestPendingGap: time.Duration(st.maxPend), LongestPendingGapEnd: tm(st.maxPendEnd), SlowGaps: st.slow,
-		NoHeader: st.noHeader, Throttled: st.throttled, NoETag: uint64(rg.noETag.Load()),
-		MaintenanceLongPolls: uint64(rg.maintPolls.Load()), HeldLongPolls: int(max(rg.held.Load(), 0)),
+		NoHeader: st.noHeader, Throttled: st.throttled, NoETag: uint64(noETag),
+		MaintenanceLongPolls: uint64(maintPolls), HeldLongPolls: int(max(held, 0)),
 		OtherVersions: st.otherVersions, ForeignApprovals: st.foreign, LateApprovals: st.late,
 	}
 	for _, v := range st.versions {
@@ -375,13 +377,4 @@ func (h *History) Stats(vm string) (Stats, bool) {
 		out.LastReadLate, out.LastReadNotice = time.Duration(st.readLateBy), time.Duration(st.readLateNotice)
 	}
 	return out, true
-}
-
-// Names returns the fleet's VM names, in the order New was given them.
-// They must not be modified.
-func (h *History) Names() []string {
-	if h == nil {
-		return nil
-	}
-	return h.names
 }

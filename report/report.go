@@ -98,7 +98,8 @@ type LongPolls struct {
 	Made uint64 `json:"made"`
 }
 
-// VM is what one VM's client did, over the server's life.
+// VM is what one VM's client did since it last joined the inventory (or
+// the server started).
 type VM struct {
 	Name     string            `json:"name"`
 	Provider forewarn.Provider `json:"provider"`

@@ -93,8 +93,8 @@ type Config struct {
 	// MaxLongPolls caps each GCE VM's held wait_for_change requests.
 	MaxLongPolls int
 	// RequestHistory is how many recent metadata requests the server
-	// keeps per VM for 'forewarn vm show'; 0 keeps none (the counts of
-	// 'forewarn report' are kept whatever it is).
+	// keeps per VM of the inventory for 'forewarn vm show'; 0 keeps none
+	// (the counts of 'forewarn report' are kept whatever it is).
 	RequestHistory int
 	// MemoryHeadroom bounds, in MiB, the garbage the server lets pile up
 	// above its live heap before it collects (a soft memory limit kept at
@@ -117,11 +117,13 @@ type Config struct {
 	HeaderTimeout, BodyTimeout, IdleTimeout, WriteTimeout time.Duration
 	// MaxConnsPerSource caps the metadata API's open connections from one
 	// VM's address; 0 derives it from MaxLongPolls. MaxConns caps all of
-	// them; 0 derives it from the limit on open files and the fleet. At
+	// them; 0 derives it from the limit on open files alone, not the
+	// fleet, which changes (its VMs are held to MaxConnsPerSource each).
+	// At
 	// MaxConns a new connection takes the place of one of the heaviest
 	// source's, if it holds two more than the newcomer, rather than being
 	// refused (see package connlimit). MaxStrangerConns caps, together,
-	// those from addresses of no VM.
+	// those from addresses of no VM of the inventory in force.
 	MaxConnsPerSource, MaxConns, MaxStrangerConns int
 	// AdminMaxConnsPerSource and AdminMaxConns are the operator API's
 	// caps. Fleet VMs' addresses are strangers there: 4 connections each,

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/forewarn/forewarn"
+	"github.com/forewarn/forewarn/engine"
 	"github.com/forewarn/forewarn/internal/connlimit"
 )
 
@@ -53,7 +55,8 @@ const (
 
 // fairShareFraction: the metadata API's total should let this fraction
 // of the fleet's VMs hold a connection each, so that fewer VMs cannot
-// keep another from connecting at all; start warns when it does not.
+// keep another from connecting at all; the server warns when it does not
+// (see capsWarner).
 const fairShareFraction = 10
 
 // maxHeaderBytes caps a request's headers on both listeners; real
@@ -68,16 +71,25 @@ const unknownFileLimit = 8192
 var refusal = []byte("HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nRetry-After: 1\r\n" +
 	"Content-Type: text/plain; charset=utf-8\r\nContent-Length: 26\r\n\r\ntoo many open connections\n")
 
+// inventory is what the connection caps read of the engine, at each
+// use and without a lock: the fleet in force and the VM of a source
+// address.
+type inventory interface {
+	Fleet() *forewarn.Fleet
+	Lookup(netip.Addr, forewarn.Provider) *forewarn.VM
+}
+
 // listenerCaps raises the limit on open files to its hard limit, derives
-// the caps cfg leaves at 0 from it and from the fleet, logs the caps
-// (warning when the fleet's long-polls or the caps do not fit), and
-// returns the caps of the metadata and operator listeners.
-func listenerCaps(cfg Config, fleet *forewarn.Fleet, log *slog.Logger) (md, adm connlimit.Config) {
+// the caps cfg leaves at 0 from it, logs the caps (warning when they do
+// not fit the limit or a VM's long-polls), and returns the caps of the
+// metadata and operator listeners, which tell the inventory's VMs from
+// strangers as inv has them at each connection.
+func listenerCaps(cfg Config, inv inventory, log *slog.Logger) (md, adm connlimit.Config) {
 	limit, err := raiseFileLimit()
 	if err != nil && limit > 0 {
 		log.Warn("could not raise the limit on open files", "limit", limit, "err", err)
 	}
-	md, adm = sizeCaps(cfg, fleet, limit)
+	md, adm = sizeCaps(cfg, inv, limit)
 	md.Refusal, md.Logger = refusal, log
 	adm.Refusal, adm.Logger = refusal, log
 
@@ -93,26 +105,16 @@ func listenerCaps(cfg Config, fleet *forewarn.Fleet, log *slog.Logger) (md, adm 
 		log.Warn("--max-conns-per-source leaves a VM holding its --max-long-polls long-polls no connection for anything else",
 			"max_conns_per_source", md.PerSource, "max_long_polls", cfg.MaxLongPolls)
 	}
-	_, anyAddr, gceVMs := fleetAddrs(fleet)
-	if vms := len(fleet.VMs); !anyAddr && md.Total < vms/fairShareFraction {
-		log.Warn(fmt.Sprintf("--max-conns %d is below a tenth of the fleet's %d VMs: %d VMs holding one connection each would keep every other VM from connecting; raise it and the limit on open files", md.Total, vms, md.Total))
-	}
-	if held := gceVMs * cfg.MaxLongPolls; held > md.Total {
-		log.Warn(fmt.Sprintf("the fleet's GCE VMs may hold %d long-polls (--max-long-polls %d each), more than the %d connections --max-conns allows; raise it and the limit on open files", held, cfg.MaxLongPolls, md.Total),
-			"gce_vms", gceVMs)
-	}
 	return md, adm
 }
 
 // sizeCaps returns the caps of the metadata and operator listeners
 // under a limit on open files (0: unknown): those cfg sets and, for those
-// it leaves at 0, the ones derived from the limit and the fleet.
-func sizeCaps(cfg Config, fleet *forewarn.Fleet, limit uint64) (md, adm connlimit.Config) {
-	vmAddrs, anyAddr, _ := fleetAddrs(fleet)
-	known := vmAddrs
-	if anyAddr {
-		known = nil // a VM of no address answers every caller
-	}
+// it leaves at 0, the ones derived from the limit. No cap depends on the
+// fleet, which changes: a VM added at run time finds the room the others
+// found. Which addresses are the fleet's is asked of inv at each
+// connection.
+func sizeCaps(cfg Config, inv inventory, limit uint64) (md, adm connlimit.Config) {
 	perSource := cfg.MaxConnsPerSource
 	if perSource == 0 {
 		perSource = connsPerSourceUncapped
@@ -123,47 +125,99 @@ func sizeCaps(cfg Config, fleet *forewarn.Fleet, limit uint64) (md, adm connlimi
 	total := cfg.MaxConns
 	if total == 0 {
 		// All the file descriptors the operator API and the headroom
-		// leave, but no more than the fleet at its caps can open.
+		// leave. The fleet's VMs are held to perSource each and the
+		// strangers to their own total: a total sized to the fleet at
+		// start would only hold back the VMs added after.
 		total = max(fileBudget(limit)-cfg.AdminMaxConns, 1)
-		if known != nil {
-			total = min(total, len(known)*perSource+cfg.MaxStrangerConns)
-		}
 	}
-
 	md = connlimit.Config{Name: "metadata", PerSource: perSource, Total: total,
 		StrangerPerSource: min(strangerConnsPerSource, cfg.MaxStrangerConns), StrangerTotal: cfg.MaxStrangerConns,
-		WriteTimeout: cfg.WriteTimeout}
-	if known != nil {
-		md.Known = func(a netip.Addr) bool { _, ok := known[a]; return ok }
-	}
+		WriteTimeout: cfg.WriteTimeout, Known: fleetCaller(inv)}
 	// On the operator listener the fleet's VMs are the strangers, with a
 	// token or without, and whatever VMs of no address there are.
 	adm = connlimit.Config{Name: "operator", PerSource: cfg.AdminMaxConnsPerSource, Total: cfg.AdminMaxConns,
 		StrangerPerSource: min(adminVMConnsPerSource, cfg.AdminMaxConnsPerSource),
 		StrangerTotal:     max(cfg.AdminMaxConns/adminVMConnsShare, 1),
-		WriteTimeout:      cfg.WriteTimeout}
-	if len(vmAddrs) > 0 {
-		adm.Known = func(a netip.Addr) bool { _, vm := vmAddrs[a]; return !vm }
-	}
+		WriteTimeout:      cfg.WriteTimeout,
+		Known:             func(a netip.Addr) bool { return !vmAddress(inv, a) }}
 	return md, adm
 }
 
-// fleetAddrs returns the set of the fleet's VMs' source addresses,
-// whether a VM has none (and so answers every caller), and the number
-// of GCE VMs.
-func fleetAddrs(fleet *forewarn.Fleet) (addrs map[netip.Addr]struct{}, anyAddr bool, gceVMs int) {
-	addrs = map[netip.Addr]struct{}{}
-	for _, vm := range fleet.VMs {
+// fleetCaller returns the metadata listener's Known: whether a caller
+// at an address is answered as a VM of the inventory in force, by its
+// address or, for any address, by a VM of no address.
+func fleetCaller(inv inventory) func(netip.Addr) bool {
+	return func(a netip.Addr) bool {
+		for _, p := range [...]forewarn.Provider{forewarn.Azure, forewarn.GCE, forewarn.AWS} {
+			if inv.Lookup(a, p) != nil {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// vmAddress reports whether a is the address of a VM of the inventory
+// in force. A VM of no address, which answers every caller, makes no
+// address a VM's.
+func vmAddress(inv inventory, a netip.Addr) bool {
+	vm := inv.Lookup(a, "")
+	return vm != nil && vm.IP.IsValid()
+}
+
+// capsWarner warns when the metadata API's total does not fit the
+// fleet: below a tenth of its VMs (unless a VM of no address makes every
+// caller the fleet's), so that that few VMs holding a connection each
+// could keep every other from connecting; or below the long-polls its
+// GCE VMs may hold. It checks the fleet at start and each fleet an
+// inventory change makes, and warns again only once a cause it warned of
+// has cleared and come back.
+type capsWarner struct {
+	maxLongPolls, total int
+	log                 *slog.Logger
+	// fewVMs and longPolls report the causes warned of, and still so.
+	fewVMs, longPolls bool
+}
+
+// check warns of what f, the fleet in force, brings about.
+func (w *capsWarner) check(f *forewarn.Fleet) {
+	anyAddr, gceVMs := false, 0
+	for _, vm := range f.VMs {
 		if vm.Provider == forewarn.GCE {
 			gceVMs++
 		}
 		if !vm.IP.IsValid() {
 			anyAddr = true
-		} else {
-			addrs[vm.IP.Unmap()] = struct{}{}
 		}
 	}
-	return addrs, anyAddr, gceVMs
+	vms := len(f.VMs)
+	few := !anyAddr && w.total < vms/fairShareFraction
+	if few && !w.fewVMs {
+		w.log.Warn(fmt.Sprintf("--max-conns %d is below a tenth of the fleet's %d VMs: %d VMs holding one connection each would keep every other VM from connecting; raise it and the limit on open files", w.total, vms, w.total))
+	}
+	held := gceVMs * w.maxLongPolls
+	over := held > w.total
+	if over && !w.longPolls {
+		w.log.Warn(fmt.Sprintf("the fleet's GCE VMs may hold %d long-polls (--max-long-polls %d each), more than the %d connections --max-conns allows; raise it and the limit on open files", held, w.maxLongPolls, w.total),
+			"gce_vms", gceVMs)
+	}
+	w.fewVMs, w.longPolls = few, over
+}
+
+// follow checks each fleet eng's inventory changes to, until ctx ends.
+func (w *capsWarner) follow(ctx context.Context, eng *engine.Engine, checked *forewarn.Fleet) {
+	for {
+		adv := eng.Advanced()
+		if f := eng.Fleet(); f != checked {
+			w.check(f)
+			checked = f
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-adv:
+		}
+	}
 }
 
 // fileBudget is how many connections both listeners together may hold

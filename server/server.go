@@ -50,9 +50,16 @@ import (
 // until its context ends and then releases everything. A Server that
 // is never run is released with Close.
 type Server struct {
-	cfg   Config
-	log   *slog.Logger
+	cfg Config
+	log *slog.Logger
+	// fleet is the fleet given at start (cfg.Fleet, the fleet file or
+	// the default), then the inventory once the engine applied it; the
+	// inventory changes after, and is the engine's.
 	fleet *forewarn.Fleet
+	// capsWarn warns when --max-conns does not fit the fleet in force;
+	// capsChecked is the fleet it checked last before Run.
+	capsWarn    *capsWarner
+	capsChecked *forewarn.Fleet
 
 	store   forewarn.Store
 	cluster forewarn.Cluster // nil for a store of one server
@@ -198,7 +205,10 @@ func newServer(ctx context.Context, cfg Config) (_ *Server, err error) {
 		undo = append(undo, func() { adLn.Close() })
 	}
 	s.addrs = [2]net.Addr{mdLn.Addr(), adLn.Addr()}
-	mdCaps, admCaps := listenerCaps(cfg, s.fleet, s.log)
+	mdCaps, admCaps := listenerCaps(cfg, s.eng, s.log)
+	s.capsWarn = &capsWarner{maxLongPolls: cfg.MaxLongPolls, total: mdCaps.Total, log: s.log}
+	s.capsChecked = s.eng.Fleet()
+	s.capsWarn.check(s.capsChecked)
 	mdCapped, admCapped := connlimit.New(mdLn, mdCaps), connlimit.New(adLn, admCaps)
 	s.listeners = [2]net.Listener{mdCapped, admCapped}
 
@@ -219,11 +229,8 @@ func newServer(ctx context.Context, cfg Config) (_ *Server, err error) {
 	s.ec2 = aws.NewServer(s.eng, s.log)
 	s.ec2.SetRateLimit(cfg.AWSRateLimit)
 	s.ec2.SetMetrics(s.mets)
-	names := make([]string, 0, len(s.fleet.VMs))
-	for _, vm := range s.fleet.VMs {
-		names = append(names, vm.Name)
-	}
-	s.hist = history.New(names, cfg.RequestHistory)
+	s.hist = history.New(nil, cfg.RequestHistory)
+	s.hist.Follow(s.eng) // a ring per VM of the inventory, as it changes
 	s.az.SetHistory(s.hist)
 	s.gc.SetHistory(s.hist)
 	s.ec2.SetHistory(s.hist)
@@ -262,12 +269,13 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	// The soft memory limit is the process's: set it for one server only.
 	announcing.Go(func() { governMemory(actx, s.cfg.MemoryHeadroom) })
+	announcing.Go(func() { s.capsWarn.follow(actx, s.eng, s.capsChecked) })
 
 	errc := make(chan error, len(s.servers))
 	for i, ln := range s.listeners {
 		go func() { errc <- s.servers[i].Serve(ln) }()
 	}
-	s.log.Info("serving", "vms", len(s.fleet.VMs), "data", s.cfg.DataDir)
+	s.log.Info("serving", "vms", len(s.eng.Fleet().VMs), "data", s.cfg.DataDir)
 
 	var serveErr error
 	pending := len(s.servers)

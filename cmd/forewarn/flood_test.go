@@ -56,8 +56,9 @@ func TestConnectionFlood(t *testing.T) {
 	cfg.MaxLongPolls = longPolls
 	cfg.MaxStrangerConns = 64
 	cfg.HeaderTimeout, cfg.BodyTimeout, cfg.IdleTimeout = time.Second, time.Second, time.Second
-	// The metadata API's total cap is derived: 4 VMs × 20 (a VM may hold
-	// 16 connections besides its long-polls) + 64 strangers.
+	// What the metadata API's connections can reach: 4 VMs × 20 (a VM may
+	// hold 16 connections besides its long-polls) + 64 strangers; its
+	// total, derived from the limit on open files, is larger.
 	mdTotal, admTotal := 4*(longPolls+16)+64, cfg.AdminMaxConns
 
 	var logs lockedBuffer

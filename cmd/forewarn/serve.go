@@ -64,7 +64,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", cfg.IdleTimeout, "close a kept-alive connection after this long without a request")
 	fs.DurationVar(&cfg.WriteTimeout, "write-timeout", cfg.WriteTimeout, "close a connection whose client takes no 64 KiB of an answer for this long (a held long-poll, which writes nothing, is not affected)")
 	fs.IntVar(&cfg.MaxConnsPerSource, "max-conns-per-source", cfg.MaxConnsPerSource, "open metadata API connections per VM address; excess connections get 503 and are closed (0: --max-long-polls + 16)")
-	fs.IntVar(&cfg.MaxConns, "max-conns", cfg.MaxConns, "open metadata API connections in all; once reached, a new connection closes one of the source holding the most, if it holds 2 more (0: sized from the limit on open files and the fleet)")
+	fs.IntVar(&cfg.MaxConns, "max-conns", cfg.MaxConns, "open metadata API connections in all; once reached, a new connection closes one of the source holding the most, if it holds 2 more (0: sized from the limit on open files)")
 	fs.IntVar(&cfg.MaxStrangerConns, "max-stranger-conns", cfg.MaxStrangerConns, "open metadata API connections from addresses of no VM, together (4 each)")
 	fs.IntVar(&cfg.AdminMaxConnsPerSource, "admin-max-conns-per-source", cfg.AdminMaxConnsPerSource, "open operator API connections per address (4 for a fleet VM's address, a quarter of --admin-max-conns for all of them)")
 	fs.IntVar(&cfg.AdminMaxConns, "admin-max-conns", cfg.AdminMaxConns, "open operator API connections in all")

@@ -459,3 +459,63 @@ func TestWriteTimeoutKeepsASoonerDeadline(t *testing.T) {
 		t.Errorf("a lifted deadline is kept as %d", n)
 	}
 }
+
+// TestKnownFollowsItsFunction: an address that becomes a known caller's
+// while it holds connections as a stranger (a VM added to the inventory)
+// moves, with them, under the known callers' caps at its next
+// connection, leaving the strangers' room to others; and back under the
+// strangers' caps when it stops being one (a VM removed), its
+// connections the first to go for a known caller.
+func TestKnownFollowsItsFunction(t *testing.T) {
+	x := netip.MustParseAddr("10.0.0.1")
+	var vm atomic.Bool // x is a VM's address
+	l := New(nil, Config{PerSource: 5, Total: 8, Known: func(a netip.Addr) bool { return a != x || vm.Load() },
+		StrangerPerSource: 2, StrangerTotal: 4})
+	from := func(ip string) net.Conn {
+		return l.admit(&fakeConn{addr: &net.TCPAddr{IP: net.ParseIP(ip), Port: 1}})
+	}
+	for range 2 {
+		if from("10.0.0.1") == nil {
+			t.Fatal("a stranger's first two connections were refused")
+		}
+	}
+	if from("10.0.0.1") != nil {
+		t.Fatal("a stranger's third connection was admitted")
+	}
+	vm.Store(true)
+	var xs []net.Conn
+	for i := range 3 {
+		c := from("10.0.0.1")
+		if c == nil {
+			t.Fatalf("the address's connection %d was refused once it was a VM's", 3+i)
+		}
+		xs = append(xs, c)
+	}
+	if from("10.0.0.1") != nil {
+		t.Fatal("a VM's sixth connection was admitted over its cap of 5")
+	}
+	if l.known.total != 5 || l.strange.total != 0 {
+		t.Fatalf("%d known and %d stranger connections, want 5 and 0", l.known.total, l.strange.total)
+	}
+	vm.Store(false)
+	if from("10.0.0.1") != nil {
+		t.Fatal("the address holding 5 was admitted once it was no VM's")
+	}
+	if l.known.total != 0 || l.strange.total != 5 {
+		t.Fatalf("%d known and %d stranger connections, want 0 and 5", l.known.total, l.strange.total)
+	}
+	// The total (8) is reached with 3 known connections: strangers'
+	// connections go first, the oldest of the heaviest.
+	for range 3 {
+		if from("10.0.0.2") == nil {
+			t.Fatal("a known caller was refused")
+		}
+	}
+	if from("10.0.0.3") == nil || l.known.total != 4 || l.strange.total != 4 || l.Evicted() != 1 {
+		t.Fatalf("%d known and %d stranger connections, %d evicted; want 4, 4 and 1", l.known.total, l.strange.total, l.Evicted())
+	}
+	xs[2].Close()
+	if l.strange.total != 3 || l.sources[x].n != 3 {
+		t.Fatalf("after a close, the strangers hold %d and the address %d; want 3 and 3", l.strange.total, l.sources[x].n)
+	}
+}

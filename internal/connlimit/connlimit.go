@@ -58,6 +58,12 @@ type Config struct {
 	// StrangerTotal together, so that strangers, however many, cannot
 	// crowd out known callers; and when the total is reached, a known
 	// caller's new connection takes the place of a stranger's first.
+	// Known is asked at each new connection, outside the Listener's
+	// lock, and its answer may change (a VM added to the inventory or
+	// removed from it): then the connections the address holds move
+	// with its next one to the known callers or the strangers, and count
+	// under their caps from then on. It must be quick and safe for
+	// concurrent use.
 	Known             func(netip.Addr) bool
 	StrangerPerSource int
 	StrangerTotal     int
@@ -235,6 +241,11 @@ func (l *Listener) acquire(c *conn, addr netip.Addr, stranger bool) (victim *con
 	held := 0
 	if s != nil {
 		held = s.n
+		if s.stranger != stranger {
+			// The address became a known caller's, or stopped being
+			// one, since its first open connection: they all move.
+			l.move(s, stranger)
+		}
 	}
 	r := &l.known
 	if stranger {
@@ -274,6 +285,18 @@ func (l *Listener) acquire(c *conn, addr netip.Addr, stranger bool) (victim *con
 	s.push(c)
 	r.inc(s)
 	return victim, ""
+}
+
+// move moves s, with its connections, to the strangers or to the known
+// sources. l.mu is held.
+func (l *Listener) move(s *source, stranger bool) {
+	from, to := &l.known, &l.strange
+	if !stranger {
+		from, to = to, from
+	}
+	from.take(s)
+	s.stranger = stranger
+	to.put(s)
 }
 
 // release forgets a closed connection.
@@ -576,6 +599,22 @@ func (r *rank) dec(s *source) {
 	for r.top > 0 && r.buckets[r.top] == nil {
 		r.top--
 	}
+}
+
+// take takes s, with its connections, out of r.
+func (r *rank) take(s *source) {
+	r.unlink(s)
+	r.total -= s.n
+	for r.top > 0 && r.buckets[r.top] == nil {
+		r.top--
+	}
+}
+
+// put puts s, with its connections, in r.
+func (r *rank) put(s *source) {
+	r.total += s.n
+	r.link(s)
+	r.top = max(r.top, s.n)
 }
 
 // link puts s at the head of the bucket of its count.
