@@ -71,9 +71,20 @@ func (m *Map[K, V]) Apply(es []Entry[K, V]) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	// Each shard's new map is made once, at its size: a write of many
+	// keys does not grow maps step by step.
+	idx := make([]uint32, len(es))
+	var adds [Shards]int32
+	for j, e := range es {
+		i := uint32(m.hash(e.Key) % Shards)
+		idx[j] = i
+		if !e.Delete {
+			adds[i]++
+		}
+	}
 	var fresh [Shards]map[K]V
-	for _, e := range es {
-		i := m.hash(e.Key) % Shards
+	for j, e := range es {
+		i := idx[j]
 		s := fresh[i]
 		if s == nil {
 			old := m.shards[i].Load()
@@ -81,7 +92,7 @@ func (m *Map[K, V]) Apply(es []Entry[K, V]) {
 			if old != nil {
 				n = len(*old)
 			}
-			s = make(map[K]V, n+1)
+			s = make(map[K]V, n+int(adds[i]))
 			if old != nil {
 				for k, v := range *old {
 					s[k] = v
@@ -95,15 +106,19 @@ func (m *Map[K, V]) Apply(es []Entry[K, V]) {
 			s[e.Key] = e.Value
 		}
 	}
-	var n int64
-	for i := range fresh {
-		if fresh[i] != nil {
-			s := fresh[i]
-			m.shards[i].Store(&s)
+	n := m.n.Load()
+	for j := range es {
+		i := idx[j]
+		s := fresh[i]
+		if s == nil {
+			continue // stored already
 		}
-		if p := m.shards[i].Load(); p != nil {
-			n += int64(len(*p))
+		if old := m.shards[i].Load(); old != nil {
+			n -= int64(len(*old))
 		}
+		n += int64(len(s))
+		m.shards[i].Store(&s)
+		fresh[i] = nil
 	}
 	m.n.Store(n)
 }
