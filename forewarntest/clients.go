@@ -22,9 +22,9 @@ import (
 // idle connections are closed with the Server.
 func (s *Server) HTTPClient(vm string) *http.Client {
 	s.t.Helper()
-	v := s.fleet.VM(vm)
+	v := s.Fleet().VM(vm)
 	if v == nil {
-		s.t.Fatalf("forewarntest: no VM %q in the fleet (%s)", vm, vmNames(s.fleet))
+		s.t.Fatalf("forewarntest: no VM %q in the fleet (%s)", vm, vmNames(s.Fleet()))
 		return nil
 	}
 	from := s.operator
@@ -65,10 +65,10 @@ func (s *Server) HTTPClientFrom(from netip.Addr) *http.Client {
 // speaks provider p.
 func (s *Server) vmOf(name string, p forewarn.Provider) *forewarn.VM {
 	s.t.Helper()
-	vm := s.fleet.VM(name)
+	vm := s.Fleet().VM(name)
 	switch {
 	case vm == nil:
-		s.t.Fatalf("forewarntest: no VM %q in the fleet (%s)", name, vmNames(s.fleet))
+		s.t.Fatalf("forewarntest: no VM %q in the fleet (%s)", name, vmNames(s.Fleet()))
 	case vm.Provider != p:
 		s.t.Fatalf("forewarntest: VM %q speaks the %s API, not the %s API", name, vm.Provider, p)
 	default:

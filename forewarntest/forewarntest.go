@@ -273,8 +273,10 @@ func (s *Server) Close() error {
 // Server returns the server itself: its handlers, metrics and history.
 func (s *Server) Server() *server.Server { return s.srv }
 
-// Fleet returns the server's fleet. It must not be modified.
-func (s *Server) Fleet() *forewarn.Fleet { return s.fleet }
+// Fleet returns the server's inventory now: the fleet it started with,
+// and every change made since (Engine().ChangeInventory, or the operator
+// API). It must not be modified.
+func (s *Server) Fleet() *forewarn.Fleet { return s.srv.Fleet() }
 
 // URL returns the base URL of the metadata APIs, such as
 // "http://127.0.0.1:41235", without a trailing slash. Over the
