@@ -162,7 +162,7 @@ func decodeYAML(data []byte, f *file) error {
 		if errors.Is(err, io.EOF) {
 			return forewarn.Errorf(forewarn.EINVALID, "no VMs: the file is empty")
 		}
-		return forewarn.Errorf(forewarn.EINVALID, "%s", strings.TrimPrefix(err.Error(), "yaml: "))
+		return forewarn.Errorf(forewarn.EINVALID, "%s", yamlMessage(err))
 	}
 	// A second document would be ignored: refuse it rather than load half
 	// of what the file says.
@@ -687,4 +687,32 @@ func Default() *forewarn.Fleet {
 		{Name: name + "-aws", Provider: forewarn.AWS, InstanceID: DefaultInstanceID(name + "-aws"),
 			Zone: DefaultAvailabilityZone, MachineType: DefaultInstanceType, HTTPTokens: DefaultHTTPTokens, HopLimit: DefaultHopLimit},
 	}}
+}
+
+// unknownKey matches the YAML decoder's words for a key the fleet file
+// does not have.
+var unknownKey = regexp.MustCompile(`field (.+) not found in type fleetfile\.(vmEntry|file|scaleSetEntry)`)
+
+// yamlMessage returns the YAML decoder's error err in the fleet file's
+// words: one line, each problem with its line, an unknown key named as
+// such rather than by the Go type it is not a field of.
+func yamlMessage(err error) string {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	if rest, ok := strings.CutPrefix(msg, "unmarshal errors:\n"); ok {
+		lines := strings.Split(rest, "\n")
+		for i, l := range lines {
+			lines[i] = strings.TrimSpace(l)
+		}
+		msg = strings.Join(lines, "; ")
+	}
+	return unknownKey.ReplaceAllStringFunc(msg, func(m string) string {
+		sub := unknownKey.FindStringSubmatch(m)
+		switch sub[2] {
+		case "file":
+			return "unknown key " + sub[1] + " (a fleet file has vms and scaleSets)"
+		case "scaleSetEntry":
+			return "unknown key " + sub[1] + " of a scale set"
+		}
+		return "unknown key " + sub[1] + " of a VM"
+	})
 }

@@ -111,8 +111,8 @@ func TestParseErrors(t *testing.T) {
 		"vms:\n  - name: a\n    ip: 1.2.3.4\n  - name: b\n    ip: 1.2.3.4": "vms[1] (b): ip 1.2.3.4 is already used by a",
 		"vms:\n  - name: a\n    ip: 1.2.3.4\n    provider: ibm":            `vms[0] (a): provider "ibm" is not azure, gce or aws`,
 		"vms:\n  - name: a\n    ip: 1.2.3.4\n    updateDomain: -1":         "vms[0] (a): updateDomain -1 is negative",
-		"vms:\n  - name: a\n    ip: 1.2.3.4\n    availabiltySet: web":      "unmarshal errors:\n  line 4: field availabiltySet not found in type fleetfile.vmEntry",
-		"vms:\n  - name: a\n    ip: 1.2.3.4\n    updateDomain: x":          "unmarshal errors:\n  line 4: cannot unmarshal !!str `x` into int",
+		"vms:\n  - name: a\n    ip: 1.2.3.4\n    availabiltySet: web":      "line 4: unknown key availabiltySet of a VM",
+		"vms:\n  - name: a\n    ip: 1.2.3.4\n    updateDomain: x":          "line 4: cannot unmarshal !!str `x` into int",
 	}
 	for in, want := range cases {
 		_, err := fleetfile.Parse([]byte(in))
@@ -341,7 +341,7 @@ func TestScaleSetErrors(t *testing.T) {
 		{"  - {name: web, terminateNotBeforeTimeout: PT5M5M}", `scaleSets[0] (web): terminateNotBeforeTimeout "PT5M5M" is not an ISO 8601 duration: designator M is repeated`},
 		{"  - {name: web, terminateNotBeforeTimeout: -PT5M}", `scaleSets[0] (web): terminateNotBeforeTimeout "-PT5M" is not an ISO 8601 duration: it has a sign; only positive durations are allowed`},
 		{"  - name: ok\n  - {name: web, terminateNotBeforeTimeout: PT16M}", `scaleSets[1] (web): terminateNotBeforeTimeout "PT16M" is outside PT5M..PT15M`},
-		{"  - {name: web, timeout: PT5M}", "unmarshal errors:\n  line 4: field timeout not found in type fleetfile.scaleSetEntry"},
+		{"  - {name: web, timeout: PT5M}", "line 4: unknown key timeout of a scale set"},
 	}
 	for _, c := range cases {
 		_, err := fleetfile.Parse([]byte(vms + c.in))

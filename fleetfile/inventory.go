@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"strconv"
-	"strings"
 
 	"go.yaml.in/yaml/v3"
 
@@ -52,7 +51,7 @@ func decodeEntryYAML(p place, data []byte, e *vmEntry) error {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(e); err != nil && !errors.Is(err, io.EOF) {
-		return forewarn.Errorf(forewarn.EINVALID, "%s: %s", p, strings.TrimPrefix(err.Error(), "yaml: "))
+		return forewarn.Errorf(forewarn.EINVALID, "%s: %s", p, yamlMessage(err))
 	}
 	return nil
 }

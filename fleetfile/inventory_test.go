@@ -39,10 +39,10 @@ func TestParseVM(t *testing.T) {
 // message, the VM named as VM "name".
 func TestParseVMErrors(t *testing.T) {
 	for _, c := range []struct{ name, def, want string }{
-		{"a", `{"ip": "1.2.3.4", "availabiltySet": "web"}`, "VM \"a\": unmarshal errors:\n  line 1: field availabiltySet not found in type fleetfile.vmEntry"},
-		{"a", `{"ip": "1.2.3.4", "Zone": "1"}`, "VM \"a\": unmarshal errors:\n  line 1: field Zone not found in type fleetfile.vmEntry"},
-		{"a", `{"ip": "1.2.3.4", "ip": "1.2.3.5"}`, "VM \"a\": unmarshal errors:\n  line 1: mapping key \"ip\" already defined at line 1"},
-		{"a", `{"ip": "1.2.3.4", "gpu": "maybe"}`, "VM \"a\": unmarshal errors:\n  line 1: cannot unmarshal !!str `maybe` into bool"},
+		{"a", `{"ip": "1.2.3.4", "availabiltySet": "web"}`, "VM \"a\": line 1: unknown key availabiltySet of a VM"},
+		{"a", `{"ip": "1.2.3.4", "Zone": "1"}`, "VM \"a\": line 1: unknown key Zone of a VM"},
+		{"a", `{"ip": "1.2.3.4", "ip": "1.2.3.5"}`, "VM \"a\": line 1: mapping key \"ip\" already defined at line 1"},
+		{"a", `{"ip": "1.2.3.4", "gpu": "maybe"}`, "VM \"a\": line 1: cannot unmarshal !!str `maybe` into bool"},
 		{"a", `{"ip": "1.2.3.4", "gpu": true}`, `VM "a": gpu is a gce key; this VM's provider is azure`},
 		{"a", `{"ip": "1.2.3.4", "provider": "aws", "availabilitySet": "x"}`, `VM "a": availabilitySet is an azure key; this VM's provider is aws`},
 		{"a", `{"ip": "1.2.3.4", "provider": "gce", "priority": "Spot"}`, `VM "a": priority is an azure key; use preemptible or provisioningModel on gce`},
@@ -61,7 +61,7 @@ func TestParseVMErrors(t *testing.T) {
 		{"a", ``, `VM "a": the definition is empty`},
 		{"a", `ip: 1.2.3.4`, `VM "a": the definition is not JSON: invalid character 'i' looking for beginning of value`},
 		{"a", `{"ip": "1.2.3.4"`, `VM "a": the definition is not JSON: unexpected end of JSON input`},
-		{"a", `["1.2.3.4"]`, "VM \"a\": unmarshal errors:\n  line 1: cannot unmarshal !!seq into fleetfile.vmEntry"},
+		{"a", `["1.2.3.4"]`, "VM \"a\": line 1: cannot unmarshal !!seq into fleetfile.vmEntry"},
 	} {
 		vm, err := fleetfile.ParseVM(c.name, []byte(c.def))
 		if forewarn.ErrorCode(err) != forewarn.EINVALID || forewarn.ErrorMessage(err) != c.want {
@@ -115,10 +115,10 @@ func TestPatchVM(t *testing.T) {
 		{gce, `{"provider": "aws"}`, `VM "g": zone is a gce key; this VM's provider is aws`},
 		{aws, `{"market": null}`, `VM "e": spotInterruptionBehavior needs market: spot`},
 		{gce, `{"ip": null}`, `VM "g": ip is required`},
-		{gce, `{"bogus": 1}`, "VM \"g\": unmarshal errors:\n  line 1: field bogus not found in type fleetfile.vmEntry"},
+		{gce, `{"bogus": 1}`, "VM \"g\": line 1: unknown key bogus of a VM"},
 		{gce, `{"zone": "a", "zone": "b"}`, `VM "g": the merge patch names the member "zone" twice`},
 		{gce, `{zone: a}`, `VM "g": the merge patch is not JSON: invalid character 'z'`},
-		{gce, `[]`, "VM \"g\": unmarshal errors:\n  line 1: cannot unmarshal !!seq into fleetfile.vmEntry"},
+		{gce, `[]`, "VM \"g\": line 1: cannot unmarshal !!seq into fleetfile.vmEntry"},
 	} {
 		got, err := fleetfile.PatchVM(c.vm, []byte(c.patch))
 		if forewarn.ErrorCode(err) != forewarn.EINVALID || forewarn.ErrorMessage(err) != c.want {

@@ -111,7 +111,7 @@ func TestInventoryEndToEnd(t *testing.T) {
 		t.Fatalf("a refused apply changed the inventory:\n%s\nwas:\n%s", after, before)
 	}
 	_, errOut, code = s.cli(t, "vm", "set", "web_2", "colour=blue")
-	if code != 1 || !strings.Contains(errOut, `VM "web_2"`) || !strings.Contains(errOut, "colour") {
+	if code != 1 || errOut != "forewarn: VM \"web_2\": line 1: unknown key colour of a VM\n" {
 		t.Fatalf("vm set with an unknown key: exit %d, %q", code, errOut)
 	}
 
@@ -140,6 +140,32 @@ func TestInventoryEndToEnd(t *testing.T) {
 	}
 	if st, _ := metadataStatus(t, s, "127.0.9.5", azureEventsPath); st != http.StatusForbidden {
 		t.Fatalf("web_2's address after vm remove: %d", st)
+	}
+
+	// A removed GCE VM's held long-poll ends (404, which the real client
+	// takes as the key gone), and its address is refused from then on.
+	held := make(chan *httpAnswer, 1)
+	go func() {
+		a, err := vmDo(context.Background(), s.metadata, "127.0.9.3", "GET", "/computeMetadata/v1/instance/maintenance-event?wait_for_change=true", "")
+		if err != nil {
+			a = &httpAnswer{status: -1, body: err.Error()}
+		}
+		held <- a
+	}()
+	time.Sleep(300 * time.Millisecond) // the long-poll is held
+	removed := time.Now()
+	s.mustCLI(t, "vm", "remove", "gce_0")
+	select {
+	case a := <-held:
+		if a.status != http.StatusNotFound {
+			t.Fatalf("gce_0's held long-poll ended with %d %s, want 404", a.status, a.body)
+		}
+		t.Logf("gce_0's held long-poll ended %v after vm remove began", time.Since(removed))
+	case <-time.After(5 * time.Second):
+		t.Fatal("gce_0's held long-poll still held 5 s after vm remove")
+	}
+	if st, _ := metadataStatus(t, s, "127.0.9.3", "/computeMetadata/v1/instance/maintenance-event"); st != http.StatusForbidden {
+		t.Fatalf("gce_0's address after vm remove: %d", st)
 	}
 
 	// The export applies back unchanged, across a restart too.
