@@ -90,29 +90,24 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 
 // handlePutVM creates or replaces one VM from its whole definition.
 func (s *Server) handlePutVM(w http.ResponseWriter, r *http.Request) {
-	name := r.PathValue("name")
-	match, err := ifMatch(r)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	body, err := readBody(w, r, maxSmallBody)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	vm, err := fleetfile.ParseVM(name, body)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	s.setVM(w, r, vm, match)
+	s.defineVM(w, r, fleetfile.ParseVM)
 }
 
 // handlePatchVM changes one VM's definition by a JSON merge patch (RFC
 // 7396).
 func (s *Server) handlePatchVM(w http.ResponseWriter, r *http.Request) {
-	name := r.PathValue("name")
+	s.defineVM(w, r, func(name string, patch []byte) (*forewarn.VM, error) {
+		cur := s.eng.Fleet().VM(name)
+		if cur == nil {
+			return nil, forewarn.Errorf(forewarn.ENOTFOUND, "no VM named %s", quote(name))
+		}
+		return fleetfile.PatchVM(cur, patch)
+	})
+}
+
+// defineVM reads the body of a PUT or PATCH of the VM of r's path, makes
+// its new definition with define, and puts it in the inventory.
+func (s *Server) defineVM(w http.ResponseWriter, r *http.Request, define func(name string, body []byte) (*forewarn.VM, error)) {
 	match, err := ifMatch(r)
 	if err != nil {
 		s.writeError(w, r, err)
@@ -123,12 +118,7 @@ func (s *Server) handlePatchVM(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	cur := s.eng.Fleet().VM(name)
-	if cur == nil {
-		s.writeError(w, r, forewarn.Errorf(forewarn.ENOTFOUND, "no VM named %s", quote(name)))
-		return
-	}
-	vm, err := fleetfile.PatchVM(cur, body)
+	vm, err := define(r.PathValue("name"), body)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
