@@ -215,6 +215,10 @@ func (e *Engine) dropRemoved(defs map[string]*forewarn.Definition, now time.Time
 // be held.
 func (e *Engine) moved(inv, next *inventory) map[string]bool {
 	out := map[string]bool{}
+	// Each group is looked at once, however many of its VMs moved: the
+	// cost is linear in the VMs of the groups the change touches.
+	busy := map[**forewarn.VM]bool{}
+	marked := map[**forewarn.VM]bool{}
 	for name := range next.affected {
 		sig, ok := next.sigOf(name)
 		if !ok {
@@ -223,16 +227,18 @@ func (e *Engine) moved(inv, next *inventory) map[string]bool {
 		if old, ok := inv.sigOf(name); ok && old == sig {
 			continue
 		}
-		if e.groupsHaveEvents(inv.peersOf(name)) || e.groupsHaveEvents(next.peersOf(name)) {
+		if e.groupsHaveEvents(inv.peersOf(name), busy) || e.groupsHaveEvents(next.peersOf(name), busy) {
 			out[name] = true
 		}
+		if !e.hasActive(name) {
+			continue
+		}
+		// Its old groups saw its events; they no longer may.
 		for _, g := range inv.peersOf(name) {
-			for _, ev := range e.byVM[name] {
-				if ev.Status.Active() && len(g) > 1 {
-					for _, p := range g {
-						out[p.Name] = true
-					}
-					break
+			if len(g) > 1 && !marked[&g[0]] {
+				marked[&g[0]] = true
+				for _, p := range g {
+					out[p.Name] = true
 				}
 			}
 		}
@@ -240,16 +246,29 @@ func (e *Engine) moved(inv, next *inventory) map[string]bool {
 	return out
 }
 
+// hasActive reports whether an active event names the VM named name.
+// e.mu must be held.
+func (e *Engine) hasActive(name string) bool {
+	for _, ev := range e.byVM[name] {
+		if ev.Status.Active() {
+			return true
+		}
+	}
+	return false
+}
+
 // groupsHaveEvents reports whether any VM of groups is named by an
-// active event. e.mu must be held.
-func (e *Engine) groupsHaveEvents(groups [][]*forewarn.VM) bool {
+// active event; busy remembers the answer of each group by its first
+// slot. e.mu must be held.
+func (e *Engine) groupsHaveEvents(groups [][]*forewarn.VM, busy map[**forewarn.VM]bool) bool {
 	for _, g := range groups {
-		for _, vm := range g {
-			for _, ev := range e.byVM[vm.Name] {
-				if ev.Status.Active() {
-					return true
-				}
-			}
+		on, ok := busy[&g[0]]
+		if !ok {
+			on = slices.ContainsFunc(g, func(vm *forewarn.VM) bool { return e.hasActive(vm.Name) })
+			busy[&g[0]] = on
+		}
+		if on {
+			return true
 		}
 	}
 	return false
