@@ -42,9 +42,13 @@ const seedVMs = 4
 // prunes half of them.
 type InventoryConfig struct {
 	Sizes []int `json:"sizes"`
+	// SetSize puts the VMs in availability sets of this many VMs each; 0
+	// leaves them standalone, and -1 puts the whole fleet in one set.
+	SetSize int `json:"setSize"`
 	// PUTs is how many sequential PUT /v1/vms/{name} are measured at each
-	// size, against the inventory of N VMs: every other one adds a VM,
-	// the others change one.
+	// size, against the inventory of N VMs: every other one adds a VM (to
+	// the set of a VM spread over the fleet), the others move a VM to
+	// another update domain.
 	PUTs int `json:"puts"`
 	// Timeout bounds each operator request.
 	Timeout time.Duration `json:"timeout"`
@@ -105,6 +109,11 @@ type ApplyStep struct {
 	Removed int           `json:"removed"`
 	Time    time.Duration `json:"time"`
 	Met     bool          `json:"met"`
+	// ServerCPU is the server's CPU time (user and system, in the
+	// kernel's 10 ms ticks) during the step: what of Time was the
+	// server's work, not waiting for the disk, the other cores' load or
+	// the harness.
+	ServerCPU time.Duration `json:"serverCPU"`
 	// DryRun is the reference: the same request with dryRun=true, made
 	// just before (parse, diff and answer, no commit).
 	DryRun time.Duration `json:"dryRun"`
@@ -125,6 +134,9 @@ type PUTStep struct {
 	Created int     `json:"created"`
 	Latency Latency `json:"latency"`
 	Met     bool    `json:"met"`
+	// ServerCPU is the server's CPU time during the PUTs (the small
+	// references included), divided by PUTs.
+	ServerCPU time.Duration `json:"serverCPUPerPUT"`
 	// Reference is GET /healthz on the same connection, one after each
 	// PUT: a trivial operator request.
 	Reference Latency `json:"reference"`
@@ -168,13 +180,13 @@ func Inventory(ctx context.Context, cfg InventoryConfig) (*InventoryReport, erro
 // inventoryFleet is the harness's copy of what the inventory should
 // hold: the N VMs, each with its update domain, and the VMs PUTs added.
 type inventoryFleet struct {
-	n   int
-	ud  []int // each VM's update domain
-	put int   // VMs added by PUT: put000000 and up
+	n, setSize int
+	ud         []int    // each VM's update domain
+	puts       []string // the set of each VM PUTs added: put000000 and up
 }
 
-func newInventoryFleet(n int) *inventoryFleet {
-	f := &inventoryFleet{n: n, ud: make([]int, n)}
+func newInventoryFleet(n, setSize int) *inventoryFleet {
+	f := &inventoryFleet{n: n, setSize: setSize, ud: make([]int, n)}
 	for i := range f.ud {
 		f.ud[i] = i % 5
 	}
@@ -192,6 +204,18 @@ func addr(i int) netip.Addr {
 // seedAddr returns the address of seed VM i, at the top of the range.
 func seedAddr(i int) netip.Addr { return addr(1<<(32-inventoryPrefix.Bits()) - 2 - seedVMs + i) }
 
+// set returns the availability set of the i-th of the N VMs, "" for
+// none.
+func (f *inventoryFleet) set(i int) string {
+	switch {
+	case f.setSize > 0:
+		return "as" + strconv.Itoa(i/f.setSize)
+	case f.setSize < 0:
+		return "all"
+	}
+	return ""
+}
+
 // entry appends one fleet file entry as Encode writes it: one flow
 // mapping a line.
 func entry(b []byte, name string, ip netip.Addr, set string, ud int) []byte {
@@ -199,8 +223,10 @@ func entry(b []byte, name string, ip netip.Addr, set string, ud int) []byte {
 	b = append(b, name...)
 	b = append(b, ", ip: "...)
 	b = ip.AppendTo(b)
-	b = append(b, ", availabilitySet: "...)
-	b = append(b, set...)
+	if set != "" {
+		b = append(b, ", availabilitySet: "...)
+		b = append(b, set...)
+	}
 	b = append(b, ", updateDomain: "...)
 	b = strconv.AppendInt(b, int64(ud), 10)
 	return append(b, "}\n"...)
@@ -208,7 +234,6 @@ func entry(b []byte, name string, ip netip.Addr, set string, ud int) []byte {
 
 func vmName(i int) string  { return fmt.Sprintf("vm%06d", i) }
 func putName(i int) string { return fmt.Sprintf("put%06d", i) }
-func setName(i int) string { return "as" + strconv.Itoa(i/200) }
 
 // seedFleet is the fleet file the server starts with.
 func seedFleet() string {
@@ -223,17 +248,17 @@ func seedFleet() string {
 // when all is set, of the seed VMs and of those PUTs added too: what
 // the inventory keeps after an apply of it with prune.
 func (f *inventoryFleet) document(keep int, all bool) []byte {
-	b := make([]byte, 0, 80*(keep+seedVMs+f.put)+8)
+	b := make([]byte, 0, 80*(keep+seedVMs+len(f.puts))+8)
 	b = append(b, "vms:\n"...)
 	for i := range keep {
-		b = entry(b, vmName(i), addr(i), setName(i), f.ud[i])
+		b = entry(b, vmName(i), addr(i), f.set(i), f.ud[i])
 	}
 	if all {
 		for i := range seedVMs {
 			b = entry(b, "seed"+strconv.Itoa(i), seedAddr(i), "seed", i%5)
 		}
-		for i := range f.put {
-			b = entry(b, putName(i), addr(f.n+i), "put", i%5)
+		for i, set := range f.puts {
+			b = entry(b, putName(i), addr(f.n+i), set, i%5)
 		}
 	}
 	return b
@@ -242,6 +267,9 @@ func (f *inventoryFleet) document(keep int, all bool) []byte {
 // putDefinition returns the PUT body of a VM: its fleet file entry as
 // JSON, without the name.
 func putDefinition(ip netip.Addr, set string, ud int) []byte {
+	if set == "" {
+		return fmt.Appendf(nil, `{"ip":"%s","updateDomain":%d}`, ip, ud)
+	}
 	return fmt.Appendf(nil, `{"ip":"%s","availabilitySet":"%s","updateDomain":%d}`, ip, set, ud)
 }
 
@@ -262,7 +290,7 @@ func inventoryRun(ctx context.Context, cfg InventoryConfig, n int) (*InventoryRu
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2}}
 	defer hc.CloseIdleConnections()
 	s := &invServer{child: c, n: n, client: admin.NewClient("http://"+c.admin, hc), hc: hc}
-	f := newInventoryFleet(n)
+	f := newInventoryFleet(n, cfg.SetSize)
 	r := &InventoryRun{VMs: n}
 	if r.RSSStart, err = s.rss(); err != nil {
 		return nil, err
@@ -290,7 +318,7 @@ func inventoryRun(ctx context.Context, cfg InventoryConfig, n int) (*InventoryRu
 	// Prune: keep the first half, the seed VMs and those PUTs added.
 	keep := n / 2
 	doc = f.document(keep, true)
-	if err := s.apply(ctx, cfg, "prune", &r.Prune, doc, true, [3]int{0, 0, n - keep}, keep+seedVMs+f.put); err != nil {
+	if err := s.apply(ctx, cfg, "prune", &r.Prune, doc, true, [3]int{0, 0, n - keep}, keep+seedVMs+len(f.puts)); err != nil {
 		return nil, fmt.Errorf("prune: %w", err)
 	}
 	r.PeakGrowth = max(r.Apply.RSSPeak, r.Change.RSSPeak, r.PUT.RSSPeak, r.Prune.RSSPeak) - r.RSSStart
@@ -317,9 +345,15 @@ func (s *invServer) apply(ctx context.Context, cfg InventoryConfig, step string,
 		return err
 	}
 	var a *admin.Applied
+	cpu0, cerr := s.cpu()
 	st.Time, a, err = s.applyOnce(ctx, cfg, doc, false, prune, want)
+	cpu1, cerr1 := s.cpu()
+	st.ServerCPU = cpu1 - cpu0
 	if perr := stop(); err == nil {
 		err = perr
+	}
+	if err == nil {
+		err = errors.Join(cerr, cerr1)
 	}
 	if err != nil {
 		return err
@@ -387,13 +421,15 @@ func (s *invServer) puts(ctx context.Context, cfg InventoryConfig, f *inventoryF
 	}
 	lat := make([]time.Duration, cfg.PUTs)
 	ref := make([]time.Duration, cfg.PUTs)
+	cpu0, cerr := s.cpu()
 	err = func() error {
 		for i := range cfg.PUTs {
 			add := i%2 == 0
-			j := (i / 2 * f.n / max(cfg.PUTs/2, 1)) % f.n // the VM changed
-			name, def := vmName(j), putDefinition(addr(j), setName(j), (f.ud[j]+1)%5)
+			j := (i / 2 * f.n / max(cfg.PUTs/2, 1)) % f.n // the VM changed, or whose set is joined
+			name, def := vmName(j), putDefinition(addr(j), f.set(j), (f.ud[j]+1)%5)
+			k := len(f.puts)
 			if add {
-				name, def = putName(f.put), putDefinition(addr(f.n+f.put), "put", f.put%5)
+				name, def = putName(k), putDefinition(addr(f.n+k), f.set(j), k%5)
 			}
 			pctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 			t0 := time.Now()
@@ -407,7 +443,7 @@ func (s *invServer) puts(ctx context.Context, cfg InventoryConfig, f *inventoryF
 				return fmt.Errorf("PUT %s answered %s, created %v, revision %d", name, d.Name, d.Created, d.Revision)
 			}
 			if add {
-				f.put++
+				f.puts = append(f.puts, f.set(j))
 				st.Created++
 			} else {
 				f.ud[j] = (f.ud[j] + 1) % 5
@@ -420,12 +456,14 @@ func (s *invServer) puts(ctx context.Context, cfg InventoryConfig, f *inventoryF
 		}
 		return nil
 	}()
+	cpu1, cerr1 := s.cpu()
 	if perr := stop(); err == nil {
-		err = perr
+		err = errors.Join(perr, cerr, cerr1)
 	}
 	if err != nil {
 		return err
 	}
+	st.ServerCPU = (cpu1 - cpu0) / time.Duration(cfg.PUTs)
 	st.PUTs = cfg.PUTs
 	st.Latency, st.Reference = summarize(lat), summarize(ref)
 	st.Met = st.Latency.P99 <= PUTTarget

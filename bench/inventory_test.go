@@ -20,7 +20,7 @@ import (
 // in tests.
 func TestInventory(t *testing.T) {
 	const n, puts = 1000, 20
-	rep, err := bench.Inventory(t.Context(), bench.InventoryConfig{Sizes: []int{n}, PUTs: puts, Timeout: time.Minute, Binary: binary})
+	rep, err := bench.Inventory(t.Context(), bench.InventoryConfig{Sizes: []int{n}, SetSize: 100, PUTs: puts, Timeout: time.Minute, Binary: binary})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func TestInventory(t *testing.T) {
 			t.Errorf("%s: %d added, %d changed, %d removed, %d VMs exported; want %d, %d, %d, %d",
 				c.step, s.Added, s.Changed, s.Removed, s.ExportVMs, c.added, c.changed, c.removed, c.vms)
 		}
-		if s.DocBytes <= 0 || s.Time <= 0 || s.DryRun <= 0 || s.Export <= 0 || s.RSSBefore <= 0 || s.RSSAfter <= 0 || s.RSSPeak < s.RSSAfter {
+		if s.DocBytes <= 0 || s.Time <= 0 || s.ServerCPU < 0 || s.DryRun <= 0 || s.Export <= 0 || s.RSSBefore <= 0 || s.RSSAfter <= 0 || s.RSSPeak < s.RSSAfter {
 			t.Errorf("%s: %+v", c.step, s)
 		}
 		if s.Met != (s.Time <= bench.ApplyTarget) {
@@ -52,7 +52,7 @@ func TestInventory(t *testing.T) {
 		}
 	}
 	p := r.PUT
-	if p.PUTs != puts || p.Created != puts/2 || p.RSSPeak < p.RSSAfter || p.RSSBefore <= 0 {
+	if p.PUTs != puts || p.Created != puts/2 || p.RSSPeak < p.RSSAfter || p.RSSBefore <= 0 || p.ServerCPU < 0 {
 		t.Errorf("PUT: %+v", p)
 	}
 	for what, l := range map[string]bench.Latency{"PUT": p.Latency, "reference": p.Reference} {
@@ -81,7 +81,7 @@ func TestInventoryCommand(t *testing.T) {
 		}
 	}
 	dir := t.TempDir()
-	out, err = exec.Command(binary, "bench", "inventory", "--sizes", "100", "--puts", "2", "--json",
+	out, err = exec.Command(binary, "bench", "inventory", "--sizes", "100", "--puts", "2", "--set-size", "0", "--json",
 		"--cpu-profile", dir, "--profile-for", "1s").Output()
 	if err != nil {
 		t.Fatal(err)
