@@ -29,6 +29,8 @@ modes:
            with --wide, one event naming a whole fleet of each given size
   ha       replicas on an etcd the harness starts, against one bolt server:
            write latency, GET throughput, propagation to long-polls, failover
+  inventory  the live inventory on bolt, at each fleet size: fleet apply of N
+           VMs, of 1% changed, with prune of half; single PUTs; server RSS
 
 Every mode takes --json. Run 'forewarn bench <mode> -h' for its flags.
 `
@@ -127,6 +129,24 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			}
 			return bench.HA(ctx, cfg)
 		}
+	case "inventory":
+		cfg := bench.InventoryConfig{Binary: self}
+		sizes := fs.String("sizes", "1000,10000,100000", "fleet sizes, comma-separated: a fresh server for each")
+		fs.IntVar(&cfg.SetSize, "set-size", 200, "VMs per availability set (0: standalone VMs, -1: one set of the whole fleet)")
+		fs.IntVar(&cfg.PUTs, "puts", 200, "sequential PUT /v1/vms/{name} at each size, every other one adding a VM")
+		fs.DurationVar(&cfg.Timeout, "timeout", 2*time.Minute, "bound of each operator request")
+		fs.StringVar(&cfg.ProfileDir, "cpu-profile", "", "directory to write a CPU profile of the server during each step to (STEP-N.pprof); slows the server a little")
+		fs.DurationVar(&cfg.ProfileFor, "profile-for", 10*time.Second, "with --cpu-profile: length of each profile, whole seconds, from just before its step")
+		run = func() (any, error) {
+			for _, f := range strings.Split(*sizes, ",") {
+				n, err := strconv.Atoi(strings.TrimSpace(f))
+				if err != nil {
+					return nil, fmt.Errorf("--sizes %q: %q is not a number", *sizes, f)
+				}
+				cfg.Sizes = append(cfg.Sizes, n)
+			}
+			return bench.Inventory(ctx, cfg)
+		}
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, benchUsage)
 		return 0
@@ -223,6 +243,8 @@ func printBench(w io.Writer, rep any) {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", x.what, ms(x.l.P50), ms(x.l.P99), ms(x.l.Max))
 			}
 		}
+	case *bench.InventoryReport:
+		printInventory(tw, r)
 	case *bench.WideReport:
 		ms := func(d time.Duration) string { return fmt.Sprintf("%.1fms", float64(d)/1e6) }
 		if r.Config.Provider == forewarn.Azure {
@@ -271,4 +293,50 @@ func runBenchCeiling(ctx context.Context, args []string, stdout, stderr io.Write
 	go func() { <-ctx.Done(); srv.Close() }()
 	srv.Serve(ln)
 	return 0
+}
+
+// printInventory prints an inventory report: the applies, the PUTs and
+// the memory, each against its target.
+func printInventory(tw *tabwriter.Writer, r *bench.InventoryReport) {
+	ms := func(d time.Duration) string { return fmt.Sprintf("%.1fms", float64(d)/1e6) }
+	cpu := func(d time.Duration) string { return fmt.Sprintf("%.0fms", float64(d)/1e6) } // in 10 ms ticks
+	mb := func(n int64) string { return fmt.Sprintf("%.0f MB", float64(n)/1e6) }
+	met := func(ok bool) string {
+		if ok {
+			return "yes"
+		}
+		return "NO"
+	}
+	t := r.Targets
+	sets := fmt.Sprintf("availability sets of %d", r.Config.SetSize)
+	switch {
+	case r.Config.SetSize == 0:
+		sets = "standalone VMs"
+	case r.Config.SetSize < 0:
+		sets = "one availability set"
+	}
+	fmt.Fprintf(tw, "inventory on bolt, %s, a fresh server per size started with 4 VMs; targets: each apply ≤ %v, RSS growth ≤ %s, PUT p99 ≤ %v\n",
+		sets, t.Apply, mb(t.RSSGrowth), t.PUTP99)
+	fmt.Fprintln(tw, "VMS\tAPPLY\tDOC\tADDED\tCHANGED\tREMOVED\tTIME\tSERVER CPU\tDRY RUN\t×DRY RUN\tEXPORT\tRSS BEFORE\tAFTER\tPEAK\tMET")
+	for _, x := range r.Runs {
+		for _, a := range []struct {
+			step string
+			s    bench.ApplyStep
+		}{{"new", x.Apply}, {"1% changed", x.Change}, {"prune half", x.Prune}} {
+			s := a.s
+			fmt.Fprintf(tw, "%d\t%s\t%.1f MB\t%d\t%d\t%d\t%s\t%s\t%s\t%.1f\t%s\t%s\t%s\t%s\t%s\n", x.VMs, a.step, float64(s.DocBytes)/1e6,
+				s.Added, s.Changed, s.Removed, ms(s.Time), cpu(s.ServerCPU), ms(s.DryRun), float64(s.Time)/float64(max(s.DryRun, 1)), ms(s.Export),
+				mb(s.RSSBefore), mb(s.RSSAfter), mb(s.RSSPeak), met(s.Met))
+		}
+	}
+	fmt.Fprintln(tw, "\nVMS\tPUTS\tP50\tP99\tMAX\tSERVER CPU/PUT\tGET /healthz P50\tP99\t×P99\tMET")
+	for _, x := range r.Runs {
+		p := x.PUT
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f\t%s\n", x.VMs, p.PUTs, ms(p.Latency.P50), ms(p.Latency.P99), ms(p.Latency.Max), ms(p.ServerCPU),
+			ms(p.Reference.P50), ms(p.Reference.P99), float64(p.Latency.P99)/float64(max(p.Reference.P99, 1)), met(p.Met))
+	}
+	fmt.Fprintln(tw, "\nVMS\tRSS AT START\tPEAK GROWTH\tMET")
+	for _, x := range r.Runs {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", x.VMs, mb(x.RSSStart), mb(x.PeakGrowth), met(x.RSSMet))
+	}
 }
