@@ -3,7 +3,8 @@
 // long-poll ended and which events a request approved.
 //
 // The rings follow the inventory (History.Follow): a VM gets a ring when
-// it joins and leaves it when it goes, for a VM added later to reuse
+// it joins (its request slots when it first calls) and leaves it when
+// it goes, for a VM added later to reuse
 // once the requests in flight are done, so that memory follows the
 // largest fleet held, not the VMs that came and went. A VM's ring is
 // found by name without a lock, and recording a request into it
@@ -355,6 +356,12 @@ func (h *History) Done(w http.ResponseWriter, api API, method, path, version str
 	}
 	rg := hw.ring
 	rg.mu.Lock()
+	if rg.slots == nil && h.size > 0 {
+		// A VM's slots are made at its first request, not when it joins
+		// the inventory: VMs that never call cost no ring, and a fleet
+		// registered all at once does not pay for all of them at once.
+		rg.slots = make([]slot, h.size)
+	}
 	if len(rg.slots) > 0 {
 		rg.slots[rg.n%uint64(len(rg.slots))] = s
 		rg.n++

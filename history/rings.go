@@ -15,7 +15,7 @@ import (
 type ring struct {
 	mu    sync.Mutex
 	n     uint64 // requests recorded
-	slots []slot // the ring's part of its chunk's array; empty when none are kept
+	slots []slot // made at the VM's first request; empty when none are kept
 	st    stats  // guarded by mu
 	// name is the VM's. It changes only when the ring is reused, while
 	// no request holds it.
@@ -189,9 +189,7 @@ func (h *History) take(n int) []*ring {
 	for len(out) < n {
 		k := min(n-len(out), chunkRings)
 		chunk := make([]ring, k)
-		slots := make([]slot, k*h.size)
 		for i := range chunk {
-			chunk[i].slots = slots[i*h.size : (i+1)*h.size : (i+1)*h.size]
 			chunk[i].state.Store(retired)
 			out = append(out, &chunk[i])
 		}

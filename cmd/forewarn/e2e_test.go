@@ -386,7 +386,7 @@ func TestServeRefusesBadStart(t *testing.T) {
 		args []string
 		msg  string
 	}{
-		{[]string{"serve", "--fleet", bad, "--data", dir}, "fleet file " + bad + `: vms[0] (a): ip "nope" is not an IP address`},
+		{[]string{"serve", "--fleet", bad, "--data", dir}, "fleet file " + bad + `: vms[0] (a): ip "nope" is not an IP address (or any)`},
 		{[]string{"serve", "--fleet", bad + ".missing", "--data", dir}, "read fleet file: open " + bad + ".missing: no such file or directory"},
 		{[]string{"serve", "--data", corrupt, "--metadata-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"}, filepath.Join(corrupt, "forewarn.db")},
 		{[]string{"serve", "--admin-addr", "0.0.0.0:0", "--data", dir}, "--admin-addr 0.0.0.0:0 is not a loopback address"},

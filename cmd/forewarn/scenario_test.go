@@ -18,7 +18,7 @@ func TestScenarioFileErrors(t *testing.T) {
 		{"bad offset", "fleet:\n  vms:\n    - {name: web_0, ip: 127.0.0.2}\nsteps:\n  - at: soon\n    approve: f1\n",
 			`:5: steps[0].at: "soon": want a duration such as 15m or 90s`},
 		{"bad fleet entry", "fleet:\n  vms:\n    - {name: web_1, ip: nope}\nsteps:\n  - create: {type: Freeze, vm: web_1}\n",
-			`:3: fleet: vms[0] (web_1): ip "nope" is not an IP address`},
+			`:3: fleet: vms[0] (web_1): ip "nope" is not an IP address (or any)`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			file := filepath.Join(t.TempDir(), "s.yaml")
