@@ -36,7 +36,7 @@ func TestFileErrors(t *testing.T) {
 		{"unknown finding", fleet + "steps:\n" + create + "expect:\n  - noFinding: {kind: rude}\n", `:9: expect[0].noFinding.kind: unknown finding "rude"`},
 		{"VM not in fleet", fleet + "steps:\n" + create + "expect:\n  - polls: {vm: db_0, every: 1s}\n", `:9: no VM named "db_0" in the scenario's fleet`},
 		{"bad fleet entry", "fleet:\n  vms:\n    - {name: web_0, ip: 127.0.0.2}\n    - {name: web_1, ip: nope}\nsteps:\n" + create, `:4: fleet: vms[1] (web_1): ip "nope" is not an IP address (or any)`},
-		{"unknown fleet key", "fleet:\n  vms:\n    - name: web_0\n      ip: 127.0.0.2\n      colour: blue\nsteps:\n" + create, `:5: fleet: field colour not found`},
+		{"unknown fleet key", "fleet:\n  vms:\n    - name: web_0\n      ip: 127.0.0.2\n      colour: blue\nsteps:\n" + create, `:5: fleet: unknown key colour of a VM`},
 		{"fleet and fleetFile", fleet + "fleetFile: other.yaml\nsteps:\n" + create, `:5: fleetFile: give fleet or fleetFile, not both`},
 		{"not YAML", "steps: [\n", `: did not find expected node content`},
 	} {
