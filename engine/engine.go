@@ -171,9 +171,11 @@ type Engine struct {
 	allowShort bool
 
 	// inv is the inventory in force, replaced (under mu) by each change;
-	// members holds each of its VMs' state, read without a lock.
+	// members holds each of its VMs' state, read without a lock; pending
+	// is the inventory change being written (guarded by mu).
 	inv          atomic.Pointer[inventory]
 	members      *cow.Map[string, *member]
+	pending      *pendingInventory
 	disableAfter time.Duration
 	// persist carries VM names whose LastSeen must be written.
 	persist chan string

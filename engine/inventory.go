@@ -47,6 +47,15 @@ func newMembers() *cow.Map[string, *member] { return cow.New[string, *member](co
 // inventory makes a new one.
 func (e *Engine) Fleet() *forewarn.Fleet { return e.cur().fleet }
 
+// FleetCounts returns how many VMs the inventory in force has, how many
+// of them are Compute Engine VMs, and whether one has no address (it
+// answers every caller of its API no other VM's address is), without
+// walking the fleet.
+func (e *Engine) FleetCounts() (vms, gce int, anyAddr bool) {
+	inv := e.cur()
+	return len(inv.fleet.VMs), inv.gceVMs, inv.noAddr > 0
+}
+
 // InventoryRevision returns the store revision of the latest change of
 // the inventory in force; 0 when the store never held one.
 func (e *Engine) InventoryRevision() int64 { return e.cur().rev }
@@ -316,7 +325,11 @@ func (e *Engine) commitInventory(ctx context.Context, now time.Time, next *inven
 			r.Queried = unixTime(m.savedQ.Load())
 		}
 	}
+	// The follow loop may take the commit in while write waits for the
+	// store: it finds next here rather than deriving it again.
+	e.pending = &pendingInventory{base: e.rev, defs: defs, sets: sets, next: next}
 	covered, err := e.write(ctx, &forewarn.Change{Events: changed, Incarnations: incs, VMs: recs, Inventory: defs, InventorySets: sets})
+	e.pending = nil
 	if err != nil {
 		return err
 	}
@@ -479,7 +492,12 @@ func (e *Engine) indexGroups(ev *forewarn.Event) {
 // installed.
 func (e *Engine) applyInventory(rev int64, defs map[string]*forewarn.Definition, sets map[string]*forewarn.ScaleSet, changed []*forewarn.Event) (gone []*forewarn.VM, touched map[string]bool, moved []string) {
 	inv := e.cur()
-	next := inv.with(rev, defs, sets)
+	var next *inventory
+	if p := e.pending; p != nil && p.base+1 == rev && p.is(defs, sets) {
+		next = p.next.withRev(rev) // this engine's own commit
+	} else {
+		next = inv.with(rev, defs, sets)
+	}
 	touched = e.moved(inv, next)
 	moved = e.detach(inv, changed, next.affected)
 	var adds []cow.Entry[string, *member]
@@ -499,6 +517,39 @@ func (e *Engine) applyInventory(rev int64, defs map[string]*forewarn.Definition,
 	e.members.Apply(adds)
 	e.inv.Store(next)
 	return gone, touched, moved
+}
+
+// pendingInventory is an inventory change this engine is writing: made
+// against revision base, it makes next.
+type pendingInventory struct {
+	base int64
+	defs map[string]*forewarn.Definition
+	sets map[string]*forewarn.ScaleSet
+	next *inventory
+}
+
+// is reports whether defs and sets, as a store delivers a commit's, are
+// p's change: the same names with the same definitions.
+func (p *pendingInventory) is(defs map[string]*forewarn.Definition, sets map[string]*forewarn.ScaleSet) bool {
+	if len(defs) != len(p.defs) || len(sets) != len(p.sets) {
+		return false
+	}
+	for name, d := range defs {
+		want, ok := p.defs[name]
+		switch {
+		case !ok || (d == nil) != (want == nil):
+			return false
+		case d != nil && (d.Seq != want.Seq || *d.VM != *want.VM):
+			return false
+		}
+	}
+	for name, ss := range sets {
+		want, ok := p.sets[name]
+		if !ok || (ss == nil) != (want == nil) || ss != nil && *ss != *want {
+			return false
+		}
+	}
+	return true
 }
 
 // unixTime returns the time of Unix nanoseconds ns, zero for 0.

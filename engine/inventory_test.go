@@ -108,6 +108,9 @@ func TestInventoryRemove(t *testing.T) {
 		if got := names(e.Fleet()); !slices.Equal(got, []string{"web_0", "web_1", "db_0"}) {
 			t.Fatalf("fleet %v", got)
 		}
+		if vms, gce, anyAddr := e.FleetCounts(); vms != 3 || gce != 0 || !anyAddr {
+			t.Fatalf("FleetCounts() = %d, %d, %v; want 3, 0, true", vms, gce, anyAddr)
+		}
 		if _, err := e.ChangeInventory(t.Context(), engine.InventoryChange{Remove: []string{"solo"}}); forewarn.ErrorCode(err) != forewarn.ENOTFOUND {
 			t.Fatalf("removing solo again: %v", err)
 		}

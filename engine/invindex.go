@@ -43,6 +43,9 @@ type inventory struct {
 	anyVM  map[forewarn.Provider]*forewarn.VM
 	// instances finds an EC2 VM by its instance ID.
 	instances *cow.Map[string, *forewarn.VM]
+	// gceVMs and noAddr count the Compute Engine VMs and the VMs of no
+	// address.
+	gceVMs, noAddr int
 	// affected names the VMs whose groups the change that derived this
 	// inventory recomputed (every VM, for one built whole).
 	affected map[string]bool
@@ -176,7 +179,15 @@ func (inv *inventory) with(rev int64, defs map[string]*forewarn.Definition, sets
 		rev: rev, defs: inv.defs.Clone(), sets: maps.Clone(inv.sets), nextSeq: inv.nextSeq,
 		groups: inv.groups.Clone(), peers: inv.peers.Clone(), services: inv.services.Clone(),
 		peerSig: inv.peerSig.Clone(), byAddr: inv.byAddr.Clone(), anyVM: inv.anyVM,
-		instances: inv.instances.Clone(),
+		instances: inv.instances.Clone(), gceVMs: inv.gceVMs, noAddr: inv.noAddr,
+	}
+	count := func(vm *forewarn.VM, n int) {
+		if vm.Provider == forewarn.GCE {
+			next.gceVMs += n
+		}
+		if !vm.IP.IsValid() {
+			next.noAddr += n
+		}
 	}
 	for name, ss := range sets {
 		if ss == nil {
@@ -194,6 +205,12 @@ func (inv *inventory) with(rev int64, defs map[string]*forewarn.Definition, sets
 	anyChanged := false
 	for _, name := range names {
 		d, old := defs[name], inv.def(name)
+		if old != nil {
+			count(old.VM, -1)
+		}
+		if d != nil {
+			count(d.VM, 1)
+		}
 		if d == nil {
 			des = append(des, cow.Entry[string, *forewarn.Definition]{Key: name, Delete: true})
 		} else {

@@ -190,7 +190,12 @@ func (w *capsWarner) check(f *forewarn.Fleet) {
 			anyAddr = true
 		}
 	}
-	vms := len(f.VMs)
+	w.checkCounts(len(f.VMs), gceVMs, anyAddr)
+}
+
+// checkCounts warns of what a fleet of vms VMs brings about, gce of them
+// Compute Engine VMs, one of no address when anyAddr.
+func (w *capsWarner) checkCounts(vms, gceVMs int, anyAddr bool) {
 	few := !anyAddr && w.total < vms/fairShareFraction
 	if few && !w.fewVMs {
 		w.log.Warn(fmt.Sprintf("--max-conns %d is below a tenth of the fleet's %d VMs: %d VMs holding one connection each would keep every other VM from connecting; raise it and the limit on open files", w.total, vms, w.total))
@@ -209,7 +214,7 @@ func (w *capsWarner) follow(ctx context.Context, eng *engine.Engine, checked *fo
 	for {
 		adv := eng.Advanced()
 		if f := eng.Fleet(); f != checked {
-			w.check(f)
+			w.checkCounts(eng.FleetCounts()) // counted by the engine: no walk of the fleet
 			checked = f
 		}
 		select {
