@@ -31,12 +31,9 @@ type inventory struct {
 	// in fleet order. A group's slice is replaced, never changed, when
 	// its members change, so its first slot's address names it.
 	groups *cow.Map[string, []*forewarn.VM]
-	// peers holds, for each VM, the scope groups it belongs to (a VM of
-	// none is a group of its own); services, for each VM of a scale set,
-	// the groups it shares enablement with.
-	peers, services *cow.Map[string, [][]*forewarn.VM]
-	// peerSig fingerprints each Azure VM's peers (see VMRecord.Peers).
-	peerSig *cow.Map[string, string]
+	// vmGroups holds each VM's groups: one map, so that a change copies
+	// one shard per VM it regroups, not three.
+	vmGroups *cow.Map[string, *vmGroups]
 	// byAddr finds a VM by the source address of its requests; anyVM is
 	// each provider's VM of no address, which answers every other caller.
 	byAddr *cow.Map[netip.Addr, *forewarn.VM]
@@ -51,6 +48,14 @@ type inventory struct {
 	affected map[string]bool
 }
 
+// vmGroups is one VM's groups: its scope groups (peers), its service
+// groups (a VM of a scale set; nil otherwise), and the fingerprint of its
+// peers (an Azure VM; "" otherwise).
+type vmGroups struct {
+	peers, services [][]*forewarn.VM
+	sig             string
+}
+
 // emptyInventory returns an inventory of no VMs at revision 0.
 func emptyInventory() *inventory {
 	inv := &inventory{
@@ -58,9 +63,7 @@ func emptyInventory() *inventory {
 		sets:      map[string]*forewarn.ScaleSet{},
 		nextSeq:   1,
 		groups:    cow.New[string, []*forewarn.VM](cow.String),
-		peers:     cow.New[string, [][]*forewarn.VM](cow.String),
-		services:  cow.New[string, [][]*forewarn.VM](cow.String),
-		peerSig:   cow.New[string, string](cow.String),
+		vmGroups:  cow.New[string, *vmGroups](cow.String),
 		byAddr:    cow.New[netip.Addr, *forewarn.VM](addrHash),
 		anyVM:     map[forewarn.Provider]*forewarn.VM{},
 		instances: cow.New[string, *forewarn.VM](cow.String),
@@ -102,20 +105,28 @@ func (inv *inventory) def(name string) *forewarn.Definition {
 
 // peersOf returns the scope groups of the VM named name.
 func (inv *inventory) peersOf(name string) [][]*forewarn.VM {
-	g, _ := inv.peers.Load(name)
-	return g
+	if g, ok := inv.vmGroups.Load(name); ok {
+		return g.peers
+	}
+	return nil
 }
 
 // servicesOf returns the service groups of the VM named name, and
 // whether it has any (a VM of a scale set).
 func (inv *inventory) servicesOf(name string) ([][]*forewarn.VM, bool) {
-	return inv.services.Load(name)
+	if g, ok := inv.vmGroups.Load(name); ok && g.services != nil {
+		return g.services, true
+	}
+	return nil, false
 }
 
 // sigOf returns the peer fingerprint of the Azure VM named name, and
 // whether it has one.
 func (inv *inventory) sigOf(name string) (string, bool) {
-	return inv.peerSig.Load(name)
+	if g, ok := inv.vmGroups.Load(name); ok && g.sig != "" {
+		return g.sig, true
+	}
+	return "", false
 }
 
 // scaleSetVMs returns the names of the VMs of scale set name, in fleet
@@ -177,8 +188,7 @@ func memberKeys(vm *forewarn.VM) []string {
 func (inv *inventory) with(rev int64, defs map[string]*forewarn.Definition, sets map[string]*forewarn.ScaleSet) *inventory {
 	next := &inventory{
 		rev: rev, defs: inv.defs.Clone(), sets: maps.Clone(inv.sets), nextSeq: inv.nextSeq,
-		groups: inv.groups.Clone(), peers: inv.peers.Clone(), services: inv.services.Clone(),
-		peerSig: inv.peerSig.Clone(), byAddr: inv.byAddr.Clone(), anyVM: inv.anyVM,
+		groups: inv.groups.Clone(), vmGroups: inv.vmGroups.Clone(), byAddr: inv.byAddr.Clone(), anyVM: inv.anyVM,
 		instances: inv.instances.Clone(), gceVMs: inv.gceVMs, noAddr: inv.noAddr,
 	}
 	count := func(vm *forewarn.VM, n int) {
@@ -307,59 +317,48 @@ func (inv *inventory) with(rev int64, defs map[string]*forewarn.Definition, sets
 
 	// The groups of every VM whose groups changed, and their
 	// fingerprints.
-	var pes, ses []cow.Entry[string, [][]*forewarn.VM]
-	var sigs []cow.Entry[string, string]
+	var ves []cow.Entry[string, *vmGroups]
 	sigCache := map[[3]*forewarn.VM]string{}
 	for name := range affected {
 		vm := next.vmNamed(name)
 		if vm == nil {
-			pes = append(pes, cow.Entry[string, [][]*forewarn.VM]{Key: name, Delete: true})
-			ses = append(ses, cow.Entry[string, [][]*forewarn.VM]{Key: name, Delete: true})
-			sigs = append(sigs, cow.Entry[string, string]{Key: name, Delete: true})
+			ves = append(ves, cow.Entry[string, *vmGroups]{Key: name, Delete: true})
 			continue
 		}
-		var peers [][]*forewarn.VM
+		g := &vmGroups{}
 		for _, k := range groupKeys(vm, vm.PlacementGroup) {
-			g, _ := next.groups.Load(k)
-			peers = append(peers, g)
+			m, _ := next.groups.Load(k)
+			g.peers = append(g.peers, m)
 		}
-		if len(peers) == 0 {
-			peers = [][]*forewarn.VM{{vm}}
+		if len(g.peers) == 0 {
+			g.peers = [][]*forewarn.VM{{vm}}
 		}
-		pes = append(pes, cow.Entry[string, [][]*forewarn.VM]{Key: name, Value: peers})
 		if vm.ScaleSet != "" {
-			var svc [][]*forewarn.VM
 			for _, k := range groupKeys(vm, vm.Zone) {
-				if vm.ScaleSet != "" && k == "ss\x00"+vm.ScaleSet+"\x00"+vm.Zone {
+				if k == "ss\x00"+vm.ScaleSet+"\x00"+vm.Zone {
 					k = "svc\x00" + vm.ScaleSet + "\x00" + vm.Zone
 				}
-				g, _ := next.groups.Load(k)
-				svc = append(svc, g)
-			}
-			ses = append(ses, cow.Entry[string, [][]*forewarn.VM]{Key: name, Value: svc})
-		} else {
-			ses = append(ses, cow.Entry[string, [][]*forewarn.VM]{Key: name, Delete: true})
-		}
-		if vm.Provider != forewarn.Azure {
-			sigs = append(sigs, cow.Entry[string, string]{Key: name, Delete: true})
-			continue
-		}
-		var key [3]*forewarn.VM
-		for i, g := range peers {
-			if i < len(key) {
-				key[i] = g[0]
+				m, _ := next.groups.Load(k)
+				g.services = append(g.services, m)
 			}
 		}
-		sig, ok := sigCache[key]
-		if !ok {
-			sig = peerSignature(peers)
-			sigCache[key] = sig
+		if vm.Provider == forewarn.Azure {
+			var key [3]*forewarn.VM
+			for i, m := range g.peers {
+				if i < len(key) {
+					key[i] = m[0]
+				}
+			}
+			sig, ok := sigCache[key]
+			if !ok {
+				sig = peerSignature(g.peers)
+				sigCache[key] = sig
+			}
+			g.sig = sig
 		}
-		sigs = append(sigs, cow.Entry[string, string]{Key: name, Value: sig})
+		ves = append(ves, cow.Entry[string, *vmGroups]{Key: name, Value: g})
 	}
-	next.peers.Apply(pes)
-	next.services.Apply(ses)
-	next.peerSig.Apply(sigs)
+	next.vmGroups.Apply(ves)
 	next.affected = affected
 
 	// Addresses: the old ones of the VMs changed go first, so that two
