@@ -95,7 +95,9 @@ type Change struct {
 	// Inventory sets the definition of each named VM, or removes it from
 	// the inventory where the value is nil. InventorySets does the same
 	// for scale set definitions. A change that names any sets the store's
-	// InventoryRevision to the revision it produces.
+	// InventoryRevision to the revision it produces. A store may hand the
+	// definitions themselves to its followers: they must not be modified
+	// once committed.
 	Inventory     map[string]*Definition
 	InventorySets map[string]*ScaleSet
 	// Fence, when set, is a leadership fence from Term.Fence: a store
