@@ -97,7 +97,7 @@ func (s *Server) handlePutVM(w http.ResponseWriter, r *http.Request) {
 // 7396).
 func (s *Server) handlePatchVM(w http.ResponseWriter, r *http.Request) {
 	s.defineVM(w, r, func(name string, patch []byte) (*forewarn.VM, error) {
-		cur := s.eng.Fleet().VM(name)
+		cur := s.eng.VMNamed(name)
 		if cur == nil {
 			return nil, forewarn.Errorf(forewarn.ENOTFOUND, "no VM named %s", quote(name))
 		}
@@ -128,7 +128,7 @@ func (s *Server) defineVM(w http.ResponseWriter, r *http.Request, define func(na
 
 // setVM puts vm in the inventory and answers its definition.
 func (s *Server) setVM(w http.ResponseWriter, r *http.Request, vm *forewarn.VM, match int64) {
-	created := s.eng.Fleet().VM(vm.Name) == nil
+	created := s.eng.VMNamed(vm.Name) == nil
 	// The engine refuses an address or instance ID another VM holds,
 	// from its indexes; ParseVM checked the rest.
 	rev, err := s.eng.ChangeInventory(r.Context(), engine.InventoryChange{Set: []*forewarn.VM{vm}, IfMatch: match})

@@ -130,11 +130,10 @@ func NewServer(eng *engine.Engine, log *slog.Logger) *Server {
 		mux:     http.NewServeMux(),
 		slots:   slots.New[slot](forewarn.Azure),
 	}
-	r := &renderer{}
+	// The inventory the views are of: the engine installs it before it
+	// publishes them, and a lookup in it takes no lock.
+	r := &renderer{vmNamed: eng.VMNamed}
 	eng.SubscribeBatch(func(vs []*engine.View) {
-		// The inventory the views are of: the engine installs it before
-		// it publishes them, and reading it takes no lock.
-		r.fleet = eng.Fleet()
 		s.slots.Update(vs, newSlot, func(sl *slot, v *engine.View) {
 			if old := sl.doc.Load(); old != nil && old.vm.CloudService != v.VM.CloudService {
 				// The preview's "_" on IaaS names: events already

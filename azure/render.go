@@ -161,8 +161,10 @@ func (d *doc) writeTo(w io.Writer, vi int) {
 // documents share memory. It is used under the engine's lock only
 // (SubscribeBatch).
 type renderer struct {
-	// fleet is the inventory the views being rendered are of.
-	fleet *forewarn.Fleet
+	// vmNamed finds a VM in the inventory the views being rendered are
+	// of (the engine's in force, which it installs before it publishes
+	// them).
+	vmNamed func(string) *forewarn.VM
 	// parts is made on first use, and dropped by forgetParts.
 	parts   *weakmap.Map[forewarn.Event, *part]
 	heads   memo.Table[int64, []byte]
@@ -193,7 +195,7 @@ func (r *renderer) part(ev *forewarn.Event) *part {
 			p.json[i], p.sum[i] = p.json[i-1], p.sum[i-1]
 			continue
 		}
-		p.json[i] = appendEvent(nil, ver, ev, r.fleet)
+		p.json[i] = appendEvent(nil, ver, ev, r.vmNamed)
 		p.sum[i] = fnv32a(fnvOffset, p.json[i])
 	}
 	r.parts.Put(ev, p)
@@ -278,7 +280,7 @@ func (v *version) shape() [4]bool {
 // ver renders it, with the keys in the order real responses have. The
 // server assembles the same bytes from shared parts (doc.writeTo); tests
 // compare the two.
-func appendDocument(b []byte, ver *version, v *engine.View, fleet *forewarn.Fleet) []byte {
+func appendDocument(b []byte, ver *version, v *engine.View, vmNamed func(string) *forewarn.VM) []byte {
 	b = append(b, `{"DocumentIncarnation":`...)
 	b = strconv.AppendInt(b, v.Incarnation, 10)
 	b = append(b, `,"Events":[`...)
@@ -291,13 +293,13 @@ func appendDocument(b []byte, ver *version, v *engine.View, fleet *forewarn.Flee
 			b = append(b, ',')
 		}
 		n++
-		b = appendEvent(b, ver, ev, fleet)
+		b = appendEvent(b, ver, ev, vmNamed)
 	}
 	return append(b, "]}"...)
 }
 
 // appendEvent appends the JSON object of ev as version ver renders it.
-func appendEvent(b []byte, ver *version, ev *forewarn.Event, fleet *forewarn.Fleet) []byte {
+func appendEvent(b []byte, ver *version, ev *forewarn.Event, vmNamed func(string) *forewarn.VM) []byte {
 	b = append(b, `{"EventId":`...)
 	b = appendString(b, ev.ID)
 	b = append(b, `,"EventStatus":`...)
@@ -309,7 +311,7 @@ func appendEvent(b []byte, ver *version, ev *forewarn.Event, fleet *forewarn.Fle
 		if i > 0 {
 			b = append(b, ',')
 		}
-		if ver.underscore && iaas(fleet, r) {
+		if ver.underscore && iaas(vmNamed, r) {
 			r = "_" + r
 		}
 		b = appendString(b, r)
@@ -334,8 +336,8 @@ func appendEvent(b []byte, ver *version, ev *forewarn.Event, fleet *forewarn.Fle
 // iaas reports whether the VM named name is an IaaS VM, whose name the
 // 2017-03-01 preview prefixes with "_", rather than a cloud service role
 // instance, which it shows as it is (seed 001: "FrontEnd_IN_0").
-func iaas(fleet *forewarn.Fleet, name string) bool {
-	vm := fleet.VM(name)
+func iaas(vmNamed func(string) *forewarn.VM, name string) bool {
+	vm := vmNamed(name)
 	return vm == nil || vm.CloudService == ""
 }
 

@@ -29,7 +29,7 @@ func TestSharedParts(t *testing.T) {
 	}
 	defer e.Close()
 	docs := map[string]*doc{}
-	r := &renderer{fleet: f}
+	r := &renderer{vmNamed: f.VM}
 	e.Subscribe(func(v *engine.View) { docs[v.VM.Name] = r.render(v) })
 
 	create := func(s engine.Spec) *forewarn.Event {
@@ -54,7 +54,7 @@ func TestSharedParts(t *testing.T) {
 		for name, d := range docs {
 			v := e.View(name)
 			for vi := range versions {
-				want := appendDocument(nil, &versions[vi], v, f)
+				want := appendDocument(nil, &versions[vi], v, f.VM)
 				var got bytes.Buffer
 				d.writeTo(&got, vi)
 				if !bytes.Equal(got.Bytes(), want) {

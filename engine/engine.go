@@ -384,7 +384,7 @@ func (e *Engine) SubscribeBatch(fn func([]*View)) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.subs = append(e.subs, fn)
-	vms := e.cur().fleet.VMs
+	vms := e.cur().fleetOf().VMs
 	vs := make([]*View, 0, len(vms))
 	for _, vm := range vms {
 		vs = append(vs, e.member(vm.Name).view.Load())
@@ -431,10 +431,10 @@ func (e *Engine) Events() []*forewarn.Event {
 
 // VMs returns every VM with its incarnation and visible active events.
 func (e *Engine) VMs() []VMInfo {
-	out := make([]VMInfo, 0, len(e.cur().fleet.VMs))
+	out := make([]VMInfo, 0, len(e.cur().fleetOf().VMs))
 	now := time.Now()
 	cache := map[**forewarn.VM]bool{}
-	for _, vm := range e.cur().fleet.VMs {
+	for _, vm := range e.cur().fleetOf().VMs {
 		out = append(out, e.info(vm, now, cache))
 	}
 	return out
@@ -876,7 +876,11 @@ const MaxApprovals = 16
 // e.mu must be held.
 func (e *Engine) visible(vm *forewarn.VM, ev *forewarn.Event) bool {
 	if !ev.Status.Active() {
-		return e.cur().fleet.Visible(vm, ev)
+		inv := e.cur()
+		return slices.ContainsFunc(ev.Resources, func(r string) bool {
+			rv := inv.vmNamed(r)
+			return rv != nil && forewarn.SharesScope(vm, rv)
+		})
 	}
 	return slices.ContainsFunc(e.View(vm.Name).Events, func(o *forewarn.Event) bool { return o.ID == ev.ID })
 }

@@ -31,7 +31,7 @@ type member struct {
 func (e *Engine) cur() *inventory { return e.inv.Load() }
 
 // vm returns the VM named name in the inventory in force, or nil.
-func (e *Engine) vm(name string) *forewarn.VM { return e.cur().fleet.VM(name) }
+func (e *Engine) vm(name string) *forewarn.VM { return e.cur().vmNamed(name) }
 
 // member returns the per-VM state of the VM named name, or nil.
 func (e *Engine) member(name string) *member {
@@ -45,7 +45,11 @@ func newMembers() *cow.Map[string, *member] { return cow.New[string, *member](co
 // Fleet returns the inventory in force: every VM in registration order
 // and the scale sets' settings. It must not be modified; a change of the
 // inventory makes a new one.
-func (e *Engine) Fleet() *forewarn.Fleet { return e.cur().fleet }
+func (e *Engine) Fleet() *forewarn.Fleet { return e.cur().fleetOf() }
+
+// VMNamed returns the VM named name in the inventory in force, or nil,
+// without a lock and without listing the fleet.
+func (e *Engine) VMNamed(name string) *forewarn.VM { return e.vm(name) }
 
 // FleetCounts returns how many VMs the inventory in force has, how many
 // of them are Compute Engine VMs, and whether one has no address (it
@@ -53,7 +57,7 @@ func (e *Engine) Fleet() *forewarn.Fleet { return e.cur().fleet }
 // walking the fleet.
 func (e *Engine) FleetCounts() (vms, gce int, anyAddr bool) {
 	inv := e.cur()
-	return len(inv.fleet.VMs), inv.gceVMs, inv.noAddr > 0
+	return inv.listLen, inv.gceVMs, inv.noAddr > 0
 }
 
 // InventoryRevision returns the store revision of the latest change of
@@ -161,7 +165,7 @@ func (e *Engine) changeInventoryOnce(ctx context.Context, c InventoryChange) (in
 	}
 	nextInv := inv.with(0, defs, sets)
 	if c.Check != nil {
-		if err := c.Check(nextInv.fleet); err != nil {
+		if err := c.Check(nextInv.fleetOf()); err != nil {
 			return 0, err
 		}
 	}
@@ -296,7 +300,7 @@ func (e *Engine) commitInventory(ctx context.Context, now time.Time, next *inven
 	}
 	incs := make(map[string]int64, len(touched)+len(defs))
 	for name := range touched {
-		if vm := next.fleet.VM(name); vm != nil && vm.Provider == forewarn.Azure {
+		if vm := next.vmNamed(name); vm != nil && vm.Provider == forewarn.Azure {
 			incs[name] = e.inc[name] + 1
 		}
 	}
@@ -363,7 +367,7 @@ func (e *Engine) installInventory(next *inventory, defs map[string]*forewarn.Def
 	for name, d := range defs {
 		switch {
 		case d == nil:
-			if old := inv.fleet.VM(name); old != nil {
+			if old := inv.vmNamed(name); old != nil {
 				gone = append(gone, old)
 			}
 		case e.member(name) == nil:
@@ -503,7 +507,7 @@ func (e *Engine) applyInventory(rev int64, defs map[string]*forewarn.Definition,
 	var adds []cow.Entry[string, *member]
 	for name, d := range defs {
 		if d == nil {
-			if old := inv.fleet.VM(name); old != nil {
+			if old := inv.vmNamed(name); old != nil {
 				gone = append(gone, old)
 			}
 			continue

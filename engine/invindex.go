@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+	"sync"
 
 	"github.com/forewarn/forewarn"
 	"github.com/forewarn/forewarn/internal/cow"
@@ -19,10 +20,15 @@ import (
 type inventory struct {
 	// rev is the store's InventoryRevision it reflects.
 	rev int64
-	// fleet lists the VMs by Seq; its VM method asks defs.
-	fleet *forewarn.Fleet
-	defs  *cow.Map[string, *forewarn.Definition]
-	sets  map[string]*forewarn.ScaleSet
+	// list holds the VMs by Seq, in chunks that a change copies only
+	// where it touches them; fleet is the list as a forewarn.Fleet,
+	// made on first use (fleetOf), whose VM method asks defs.
+	list    [][]*forewarn.VM
+	listLen int
+	setList []*forewarn.ScaleSet
+	fleet   *lazyFleet
+	defs    *cow.Map[string, *forewarn.Definition]
+	sets    map[string]*forewarn.ScaleSet
 	// nextSeq is the Seq the next VM registered gets.
 	nextSeq int64
 	// groups holds the members of every group by key: scope groups
@@ -67,8 +73,8 @@ func emptyInventory() *inventory {
 		byAddr:    cow.New[netip.Addr, *forewarn.VM](addrHash),
 		anyVM:     map[forewarn.Provider]*forewarn.VM{},
 		instances: cow.New[string, *forewarn.VM](cow.String),
+		fleet:     &lazyFleet{},
 	}
-	inv.fleet = forewarn.IndexedFleet(nil, nil, inv.vmNamed)
 	return inv
 }
 
@@ -190,6 +196,7 @@ func (inv *inventory) with(rev int64, defs map[string]*forewarn.Definition, sets
 		rev: rev, defs: inv.defs.Clone(), sets: maps.Clone(inv.sets), nextSeq: inv.nextSeq,
 		groups: inv.groups.Clone(), vmGroups: inv.vmGroups.Clone(), byAddr: inv.byAddr.Clone(), anyVM: inv.anyVM,
 		instances: inv.instances.Clone(), gceVMs: inv.gceVMs, noAddr: inv.noAddr,
+		fleet: &lazyFleet{},
 	}
 	count := func(vm *forewarn.VM, n int) {
 		if vm.Provider == forewarn.GCE {
@@ -240,31 +247,24 @@ func (inv *inventory) with(rev int64, defs map[string]*forewarn.Definition, sets
 		anyChanged = anyChanged || d != nil && !d.VM.IP.IsValid()
 	}
 	next.defs.Apply(des)
-	vms := slices.Clone(inv.fleet.VMs)
-	if len(replaced) > 0 {
-		for name, vm := range replaced {
-			if i, ok := inv.position(name); ok {
-				vms[i] = vm
-			}
-		}
-		vms = slices.DeleteFunc(vms, func(vm *forewarn.VM) bool { return vm == nil })
-	}
 	slices.SortFunc(added, func(a, b *forewarn.Definition) int {
 		return cmp.Or(cmp.Compare(a.Seq, b.Seq), cmp.Compare(a.VM.Name, b.VM.Name))
 	})
-	for _, d := range added {
-		vms = append(vms, d.VM)
-	}
-	if len(added) > 0 && len(inv.fleet.VMs) > 0 && next.seqOf(added[0].VM) < next.seqOf(inv.fleet.VMs[len(inv.fleet.VMs)-1]) {
+	next.list, next.listLen = inv.listWith(replaced, added)
+	if len(added) > 0 && inv.listLen > 0 && next.seqOf(added[0].VM) < next.seqOf(inv.last()) {
 		// A VM registered again under an older Seq (a store's order):
 		// sort the whole list.
+		vms := flatten(next.list, next.listLen)
 		slices.SortFunc(vms, next.bySeq)
+		next.list = chunked(vms)
 	}
-	setList := make([]*forewarn.ScaleSet, 0, len(next.sets))
-	for _, name := range slices.Sorted(maps.Keys(next.sets)) {
-		setList = append(setList, next.sets[name])
+	next.setList = inv.setList
+	if len(sets) > 0 {
+		next.setList = make([]*forewarn.ScaleSet, 0, len(next.sets))
+		for _, name := range slices.Sorted(maps.Keys(next.sets)) {
+			next.setList = append(next.setList, next.sets[name])
+		}
 	}
-	next.fleet = forewarn.IndexedFleet(vms, setList, next.vmNamed)
 
 	// The groups the changed VMs leave or join, rebuilt.
 	touchedKeys := map[string]bool{}
@@ -389,7 +389,7 @@ func (inv *inventory) with(rev int64, defs map[string]*forewarn.Definition, sets
 	next.instances.Apply(ies)
 	if anyChanged {
 		next.anyVM = map[forewarn.Provider]*forewarn.VM{}
-		for _, vm := range vms {
+		for _, vm := range flatten(next.list, next.listLen) {
 			if !vm.IP.IsValid() && next.anyVM[vm.Provider] == nil {
 				next.anyVM[vm.Provider] = vm
 			}
@@ -454,15 +454,120 @@ func (inv *inventory) bySeq(a, b *forewarn.VM) int {
 	return cmp.Or(cmp.Compare(inv.seqOf(a), inv.seqOf(b)), cmp.Compare(a.Name, b.Name))
 }
 
-// position returns the index of the VM named name in inv's fleet list.
-func (inv *inventory) position(name string) (int, bool) {
+// chunkVMs is the most VMs a chunk of the list holds.
+const chunkVMs = 512
+
+// fleetOf returns inv's VMs and scale sets as a forewarn.Fleet, made on
+// first use: a change that nobody lists the fleet after costs no copy
+// of the list.
+func (inv *inventory) fleetOf() *forewarn.Fleet {
+	inv.fleet.once.Do(func() {
+		inv.fleet.f = forewarn.IndexedFleet(flatten(inv.list, inv.listLen), inv.setList, inv.vmNamed)
+	})
+	return inv.fleet.f
+}
+
+// lazyFleet is an inventory's fleet, made on first use; copies of the
+// inventory at another revision share it.
+type lazyFleet struct {
+	once sync.Once
+	f    *forewarn.Fleet
+}
+
+// flatten returns the VMs of chunks, n in all, in one slice.
+func flatten(chunks [][]*forewarn.VM, n int) []*forewarn.VM {
+	out := make([]*forewarn.VM, 0, n)
+	for _, c := range chunks {
+		out = append(out, c...)
+	}
+	return out
+}
+
+// chunked returns vms in chunks of at most chunkVMs.
+func chunked(vms []*forewarn.VM) [][]*forewarn.VM {
+	out := make([][]*forewarn.VM, 0, (len(vms)+chunkVMs-1)/chunkVMs)
+	for len(vms) > 0 {
+		k := min(len(vms), chunkVMs)
+		out = append(out, slices.Clip(vms[:k]))
+		vms = vms[k:]
+	}
+	return out
+}
+
+// last returns the last VM of inv's list; the list is not empty.
+func (inv *inventory) last() *forewarn.VM {
+	c := inv.list[len(inv.list)-1]
+	return c[len(c)-1]
+}
+
+// listWith returns inv's list with the VMs named in replaced replaced
+// (nil: removed) and the definitions added appended, in order, and its
+// length. It copies the table of chunks and the chunks it changes.
+func (inv *inventory) listWith(replaced map[string]*forewarn.VM, added []*forewarn.Definition) ([][]*forewarn.VM, int) {
+	chunks := slices.Clone(inv.list)
+	n := inv.listLen
+	copied := map[int]bool{}
+	own := func(ci int) []*forewarn.VM {
+		if !copied[ci] {
+			chunks[ci] = slices.Clone(chunks[ci])
+			copied[ci] = true
+		}
+		return chunks[ci]
+	}
+	for name, vm := range replaced {
+		ci, pi, ok := inv.position(name)
+		if !ok {
+			continue
+		}
+		own(ci)[pi] = vm
+		if vm == nil {
+			n--
+		}
+	}
+	if len(copied) > 0 {
+		for ci := range copied {
+			chunks[ci] = slices.DeleteFunc(chunks[ci], func(vm *forewarn.VM) bool { return vm == nil })
+		}
+		chunks = slices.DeleteFunc(chunks, func(c []*forewarn.VM) bool { return len(c) == 0 })
+	}
+	for _, d := range added {
+		if len(chunks) == 0 || len(chunks[len(chunks)-1]) >= chunkVMs {
+			chunks = append(chunks, make([]*forewarn.VM, 0, min(chunkVMs, len(added))))
+		} else if last := len(chunks) - 1; !copied[last] && len(chunks[last]) > 0 {
+			// The last chunk may be shared with inv: append to a copy.
+			chunks[last] = append(make([]*forewarn.VM, 0, chunkVMs), chunks[last]...)
+			copied[last] = true
+		}
+		last := len(chunks) - 1
+		chunks[last] = append(chunks[last], d.VM)
+		copied[last] = true
+		n++
+	}
+	return chunks, n
+}
+
+// position returns where the VM named name is in inv's list: its chunk
+// and its place in the chunk.
+func (inv *inventory) position(name string) (chunk, at int, ok bool) {
 	d := inv.def(name)
 	if d == nil {
-		return 0, false
+		return 0, 0, false
 	}
-	vms := inv.fleet.VMs
-	i, ok := slices.BinarySearchFunc(vms, d, func(vm *forewarn.VM, d *forewarn.Definition) int {
+	cmpVM := func(vm *forewarn.VM, d *forewarn.Definition) int {
 		return cmp.Or(cmp.Compare(inv.seqOf(vm), d.Seq), cmp.Compare(vm.Name, d.VM.Name))
+	}
+	// The last chunk whose first VM is not after d.
+	ci, _ := slices.BinarySearchFunc(inv.list, d, func(c []*forewarn.VM, d *forewarn.Definition) int {
+		if cmpVM(c[0], d) <= 0 {
+			return -1
+		}
+		return 1
 	})
-	return i, ok && vms[i].Name == name
+	ci--
+	if ci < 0 {
+		return 0, 0, false
+	}
+	c := inv.list[ci]
+	pi, found := slices.BinarySearchFunc(c, d, cmpVM)
+	return ci, pi, found && c[pi].Name == name
 }

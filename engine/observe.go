@@ -77,7 +77,7 @@ func (e *Engine) EnabledVMs() int {
 	now := time.Now()
 	cache := map[**forewarn.VM]bool{}
 	n := 0
-	for _, vm := range e.cur().fleet.VMs {
+	for _, vm := range e.cur().fleetOf().VMs {
 		if e.serviceEnabled(vm, now, cache) {
 			n++
 		}

@@ -326,13 +326,13 @@ func (e *Engine) reset(st *forewarn.State) {
 	inv := e.cur()
 	next := buildInventory(st.InventoryRevision, st.Inventory, st.InventorySets)
 	var gone []*forewarn.VM
-	for _, vm := range inv.fleet.VMs {
+	for _, vm := range inv.fleetOf().VMs {
 		if next.def(vm.Name) == nil {
 			gone = append(gone, vm)
 		}
 	}
 	var adds []cow.Entry[string, *member]
-	for _, vm := range next.fleet.VMs {
+	for _, vm := range next.fleetOf().VMs {
 		if e.member(vm.Name) == nil {
 			adds = append(adds, cow.Entry[string, *member]{Key: vm.Name, Value: &member{}})
 		}
@@ -347,8 +347,8 @@ func (e *Engine) reset(st *forewarn.State) {
 	for name, n := range st.Incarnations {
 		e.inc[name] = max(e.inc[name], n)
 	}
-	touched := make(map[string]bool, len(next.fleet.VMs))
-	for _, vm := range next.fleet.VMs {
+	touched := make(map[string]bool, len(next.fleetOf().VMs))
+	for _, vm := range next.fleetOf().VMs {
 		e.inc[vm.Name] = max(e.inc[vm.Name], 1)
 		touched[vm.Name] = true
 	}

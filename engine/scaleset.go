@@ -41,7 +41,7 @@ func (e *Engine) scaleSetSettings(name string) forewarn.ScaleSetRecord {
 	if r, ok := e.setOverrides[name]; ok {
 		return r
 	}
-	return e.cur().fleet.ScaleSetSettings(name)
+	return e.cur().fleetOf().ScaleSetSettings(name)
 }
 
 // lockedScaleSetSettings is scaleSetSettings for callers without the lock.

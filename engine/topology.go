@@ -534,7 +534,7 @@ func (e *Engine) startWave(ctx context.Context, s WaveSpec) (*Wave, error) {
 	default:
 		return nil, forewarn.Errorf(forewarn.EINVALID, "a maintenance wave is Freeze, Reboot or Redeploy, not %q", s.Type)
 	}
-	_, vms, err := e.cur().fleet.Scope(s.Scope)
+	_, vms, err := e.cur().fleetOf().Scope(s.Scope)
 	if err != nil {
 		return nil, err
 	}

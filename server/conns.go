@@ -210,12 +210,12 @@ func (w *capsWarner) checkCounts(vms, gceVMs int, anyAddr bool) {
 }
 
 // follow checks each fleet eng's inventory changes to, until ctx ends.
-func (w *capsWarner) follow(ctx context.Context, eng *engine.Engine, checked *forewarn.Fleet) {
+func (w *capsWarner) follow(ctx context.Context, eng *engine.Engine, checked int64) {
 	for {
 		adv := eng.Advanced()
-		if f := eng.Fleet(); f != checked {
+		if rev := eng.InventoryRevision(); rev != checked {
 			w.checkCounts(eng.FleetCounts()) // counted by the engine: no walk of the fleet
-			checked = f
+			checked = rev
 		}
 		select {
 		case <-ctx.Done():

@@ -238,7 +238,7 @@ func TestCapsWarnAsTheInventoryGrows(t *testing.T) {
 	f := eng.Fleet()
 	w.check(f)
 	done := make(chan struct{})
-	go func() { defer close(done); w.follow(ctx, eng, f) }()
+	go func() { defer close(done); w.follow(ctx, eng, eng.InventoryRevision()) }()
 	if _, err := eng.ChangeInventory(ctx, engine.InventoryChange{Set: testFleetOf(600, 0, false).VMs}); err != nil {
 		t.Fatal(err)
 	}

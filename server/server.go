@@ -57,9 +57,9 @@ type Server struct {
 	// inventory changes after, and is the engine's.
 	fleet *forewarn.Fleet
 	// capsWarn warns when --max-conns does not fit the fleet in force;
-	// capsChecked is the fleet it checked last before Run.
+	// capsChecked is the inventory revision it checked last before Run.
 	capsWarn    *capsWarner
-	capsChecked *forewarn.Fleet
+	capsChecked int64
 
 	store   forewarn.Store
 	cluster forewarn.Cluster // nil for a store of one server
@@ -207,8 +207,8 @@ func newServer(ctx context.Context, cfg Config) (_ *Server, err error) {
 	s.addrs = [2]net.Addr{mdLn.Addr(), adLn.Addr()}
 	mdCaps, admCaps := listenerCaps(cfg, s.eng, s.log)
 	s.capsWarn = &capsWarner{maxLongPolls: cfg.MaxLongPolls, total: mdCaps.Total, log: s.log}
-	s.capsChecked = s.eng.Fleet()
-	s.capsWarn.check(s.capsChecked)
+	s.capsChecked = s.eng.InventoryRevision()
+	s.capsWarn.checkCounts(s.eng.FleetCounts())
 	mdCapped, admCapped := connlimit.New(mdLn, mdCaps), connlimit.New(adLn, admCaps)
 	s.listeners = [2]net.Listener{mdCapped, admCapped}
 

@@ -1,0 +1,87 @@
+package engine
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/forewarn/forewarn"
+)
+
+// TestListFollowsChanges drives an inventory through random adds,
+// changes and removals across many chunks, and checks its list against a
+// model: the VMs present, in Seq order, each the latest definition.
+func TestListFollowsChanges(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	inv := emptyInventory()
+	model := map[string]*forewarn.Definition{}
+	seq := int64(1)
+	for step := range 300 {
+		defs := map[string]*forewarn.Definition{}
+		for range r.IntN(40) + 1 {
+			switch op := r.IntN(3); {
+			case op == 0 || len(model) == 0:
+				name := fmt.Sprintf("vm%05d", seq)
+				defs[name] = &forewarn.Definition{VM: &forewarn.VM{Name: name, Provider: forewarn.Azure}, Seq: seq}
+				seq++
+			default:
+				names := slices.Sorted(mapsKeys(model))
+				name := names[r.IntN(len(names))]
+				if op == 1 {
+					defs[name] = &forewarn.Definition{VM: &forewarn.VM{Name: name, Provider: forewarn.Azure, UpdateDomain: step}, Seq: model[name].Seq}
+				} else {
+					defs[name] = nil
+				}
+			}
+		}
+		if step%50 == 0 { // a big batch now and then
+			for range 700 {
+				name := fmt.Sprintf("vm%05d", seq)
+				defs[name] = &forewarn.Definition{VM: &forewarn.VM{Name: name, Provider: forewarn.Azure}, Seq: seq}
+				seq++
+			}
+		}
+		prev, before := inv, flatten(inv.list, inv.listLen)
+		inv = inv.with(int64(step+1), defs, nil)
+		if after := flatten(prev.list, prev.listLen); !slices.Equal(after, before) {
+			t.Fatalf("step %d: deriving a new inventory changed the old one's list", step)
+		}
+		for name, d := range defs {
+			if d == nil {
+				delete(model, name)
+			} else {
+				model[name] = d
+			}
+		}
+		want := make([]*forewarn.Definition, 0, len(model))
+		for _, d := range model {
+			want = append(want, d)
+		}
+		slices.SortFunc(want, func(a, b *forewarn.Definition) int { return int(a.Seq - b.Seq) })
+		got := inv.fleetOf().VMs
+		if len(got) != len(want) || inv.listLen != len(want) {
+			t.Fatalf("step %d: %d VMs listed (listLen %d), want %d", step, len(got), inv.listLen, len(want))
+		}
+		for i := range want {
+			if got[i] != want[i].VM {
+				t.Fatalf("step %d: VM %d is %s, want %s", step, i, got[i].Name, want[i].VM.Name)
+			}
+		}
+		for _, c := range inv.list {
+			if len(c) == 0 || len(c) > chunkVMs {
+				t.Fatalf("step %d: a chunk of %d VMs", step, len(c))
+			}
+		}
+	}
+}
+
+func mapsKeys(m map[string]*forewarn.Definition) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
