@@ -1253,23 +1253,6 @@ func (e *Engine) audience(ev *forewarn.Event, set map[string]bool) {
 	}
 }
 
-// scopeGroups returns, for every VM, the groups of VMs it shares a scope
-// with: itself, its availability set, its cloud service, and its scale
-// set's placement group. Groups are shared between their members.
-func scopeGroups(f *forewarn.Fleet) map[string][][]*forewarn.VM {
-	return groupVMs(f, func(vm *forewarn.VM) []string { return groupKeys(vm, vm.PlacementGroup) }, nil)
-}
-
-// serviceGroups returns, for every VM of a scale set, the groups of VMs
-// that are its service for enablement: its scale set, whatever its
-// placement groups (seed 004: "enabled for your scale set"), within the
-// VM's zone when the scale set spans zones, and its availability set or
-// cloud service should it have one too.
-func serviceGroups(f *forewarn.Fleet) map[string][][]*forewarn.VM {
-	return groupVMs(f, func(vm *forewarn.VM) []string { return groupKeys(vm, vm.Zone) },
-		func(vm *forewarn.VM) bool { return vm.ScaleSet != "" })
-}
-
 // groupKeys returns the keys of the groups vm belongs to: its
 // availability set, its cloud service, and its scale set qualified by
 // sub (a placement group or a zone).
@@ -1285,38 +1268,6 @@ func groupKeys(vm *forewarn.VM, sub string) []string {
 		k = append(k, "ss\x00"+vm.ScaleSet+"\x00"+sub)
 	}
 	return k
-}
-
-// groupVMs groups the fleet's VMs by the keys keys gives each, and
-// returns, for every VM that keep accepts (every VM when keep is nil),
-// its groups; a VM without keys is a group of its own. Groups are shared
-// between their members.
-func groupVMs(f *forewarn.Fleet, keys func(*forewarn.VM) []string, keep func(*forewarn.VM) bool) map[string][][]*forewarn.VM {
-	groups := map[string][]*forewarn.VM{}
-	for _, vm := range f.VMs {
-		for _, k := range keys(vm) {
-			groups[k] = append(groups[k], vm)
-		}
-	}
-	size := len(f.VMs)
-	if keep != nil {
-		size = 0
-	}
-	out := make(map[string][][]*forewarn.VM, size)
-	for _, vm := range f.VMs {
-		if keep != nil && !keep(vm) {
-			continue
-		}
-		ks := keys(vm)
-		if len(ks) == 0 {
-			out[vm.Name] = [][]*forewarn.VM{{vm}}
-			continue
-		}
-		for _, k := range ks {
-			out[vm.Name] = append(out[vm.Name], groups[k])
-		}
-	}
-	return out
 }
 
 // NoteQuery records that the VM named name read its maintenance-event

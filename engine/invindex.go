@@ -182,10 +182,23 @@ func (inv *inventory) lookup(addr netip.Addr, p forewarn.Provider) *forewarn.VM 
 func memberKeys(vm *forewarn.VM) []string {
 	k := groupKeys(vm, vm.PlacementGroup)
 	if vm.ScaleSet != "" {
-		k = append(k, "svc\x00"+vm.ScaleSet+"\x00"+vm.Zone)
-		k = append(k, "set\x00"+vm.ScaleSet)
+		k = append(k, serviceKey(vm), "set\x00"+vm.ScaleSet)
 	}
 	return k
+}
+
+// serviceKey is the key of the service group of vm, a VM of a scale
+// set: its whole scale set, whatever its placement groups (seed 004:
+// "enabled for your scale set"), within its zone when the scale set
+// spans zones (docs/wire-decisions.md).
+func serviceKey(vm *forewarn.VM) string { return "svc\x00" + vm.ScaleSet + "\x00" + vm.Zone }
+
+// serviceKeys returns the keys of the groups whose calls enable vm's
+// scheduled events: its availability set or cloud service, should it
+// have one, and its scale set's service group.
+func serviceKeys(vm *forewarn.VM) []string {
+	k := groupKeys(vm, "")
+	return append(k[:len(k)-1], serviceKey(vm)) // the scale set's key, last, replaced
 }
 
 // with returns the inventory inv changes into with the definitions defs
@@ -334,10 +347,7 @@ func (inv *inventory) with(rev int64, defs map[string]*forewarn.Definition, sets
 			g.peers = [][]*forewarn.VM{{vm}}
 		}
 		if vm.ScaleSet != "" {
-			for _, k := range groupKeys(vm, vm.Zone) {
-				if k == "ss\x00"+vm.ScaleSet+"\x00"+vm.Zone {
-					k = "svc\x00" + vm.ScaleSet + "\x00" + vm.Zone
-				}
+			for _, k := range serviceKeys(vm) {
 				m, _ := next.groups.Load(k)
 				g.services = append(g.services, m)
 			}

@@ -52,10 +52,6 @@ import (
 type Server struct {
 	cfg Config
 	log *slog.Logger
-	// fleet is the fleet given at start (cfg.Fleet, the fleet file or
-	// the default), then the inventory once the engine applied it; the
-	// inventory changes after, and is the engine's.
-	fleet *forewarn.Fleet
 	// capsWarn warns when --max-conns does not fit the fleet in force;
 	// capsChecked is the inventory revision it checked last before Run.
 	capsWarn    *capsWarner
@@ -130,16 +126,15 @@ func newServer(ctx context.Context, cfg Config) (_ *Server, err error) {
 
 	// The fleet given is applied to the store's inventory at start; the
 	// default fleet only to an empty one.
-	seedOnly := false
+	fleet, seedOnly := cfg.Fleet, false
 	switch {
-	case cfg.Fleet != nil:
-		s.fleet = cfg.Fleet
+	case fleet != nil:
 	case cfg.FleetFile != "":
-		if s.fleet, err = fleetfile.Load(cfg.FleetFile); err != nil {
+		if fleet, err = fleetfile.Load(cfg.FleetFile); err != nil {
 			return nil, err
 		}
 	default:
-		s.fleet, seedOnly = fleetfile.Default(), true
+		fleet, seedOnly = fleetfile.Default(), true
 	}
 	token, err := adminToken(cfg.AdminTokenFile, s.log)
 	if err != nil {
@@ -159,7 +154,7 @@ func newServer(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if cfg.Store == StoreBolt {
 		// The mark beside the store: a store restored from an older copy
 		// raises every VM's incarnation past the highest served.
-		ms, err := openMarked(ctx, s.store, cfg.DataDir, s.fleet, s.log)
+		ms, err := openMarked(ctx, s.store, cfg.DataDir, fleet, s.log)
 		if err != nil {
 			return nil, err
 		}
@@ -181,14 +176,13 @@ func newServer(ctx context.Context, cfg Config) (_ *Server, err error) {
 	}
 
 	s.mets = metrics.New(cfg.Store)
-	s.eng, err = engine.New(ctx, engine.Config{Store: s.store, Fleet: s.fleet, SeedOnly: seedOnly, Logger: s.log,
+	s.eng, err = engine.New(ctx, engine.Config{Store: s.store, Fleet: fleet, SeedOnly: seedOnly, Logger: s.log,
 		AllowShortNotice: cfg.AllowShortNotice, DisableAfter: cfg.DisableAfter, Replica: cfg.ReplicaName,
 		WriteWait: writeWait(cfg), Observer: s.mets})
 	if err != nil {
 		return nil, fmt.Errorf("start engine: %w", err)
 	}
 	undo = append(undo, func() { s.eng.Close() })
-	s.fleet = s.eng.Fleet() // the inventory in force, the file applied
 	s.mets.Watch(s.eng)
 
 	mdLn, adLn := cfg.MetadataListener, cfg.AdminListener
