@@ -179,20 +179,6 @@ type capsWarner struct {
 	fewVMs, longPolls bool
 }
 
-// check warns of what f, the fleet in force, brings about.
-func (w *capsWarner) check(f *forewarn.Fleet) {
-	anyAddr, gceVMs := false, 0
-	for _, vm := range f.VMs {
-		if vm.Provider == forewarn.GCE {
-			gceVMs++
-		}
-		if !vm.IP.IsValid() {
-			anyAddr = true
-		}
-	}
-	w.checkCounts(len(f.VMs), gceVMs, anyAddr)
-}
-
 // checkCounts warns of what a fleet of vms VMs brings about, gce of them
 // Compute Engine VMs, one of no address when anyAddr.
 func (w *capsWarner) checkCounts(vms, gceVMs int, anyAddr bool) {

@@ -202,7 +202,7 @@ func TestCapsWarnWhenFewVMsFillTheTotal(t *testing.T) {
 		{testFleetOf(1, 2, false), false, true}, // 64 long-polls over 50
 	} {
 		out.Reset()
-		w.check(c.fleet)
+		checkFleet(w, c.fleet)
 		if got := strings.Contains(out.String(), "below a tenth of the fleet's"); got != c.few {
 			t.Errorf("%d VMs, --max-conns 50: warned of few VMs %v, want %v:\n%s", len(c.fleet.VMs), got, c.few, out.String())
 		}
@@ -236,7 +236,7 @@ func TestCapsWarnAsTheInventoryGrows(t *testing.T) {
 	logged := make(records, 16)
 	w := &capsWarner{maxLongPolls: 32, total: 50, log: slog.New(logged)}
 	f := eng.Fleet()
-	w.check(f)
+	checkFleet(w, f)
 	done := make(chan struct{})
 	go func() { defer close(done); w.follow(ctx, eng, eng.InventoryRevision()) }()
 	if _, err := eng.ChangeInventory(ctx, engine.InventoryChange{Set: testFleetOf(600, 0, false).VMs}); err != nil {
@@ -252,4 +252,19 @@ func TestCapsWarnAsTheInventoryGrows(t *testing.T) {
 	}
 	cancel()
 	<-done
+}
+
+// checkFleet has w check what f brings about, counting f as the engine
+// counts its inventory.
+func checkFleet(w *capsWarner, f *forewarn.Fleet) {
+	anyAddr, gceVMs := false, 0
+	for _, vm := range f.VMs {
+		if vm.Provider == forewarn.GCE {
+			gceVMs++
+		}
+		if !vm.IP.IsValid() {
+			anyAddr = true
+		}
+	}
+	w.checkCounts(len(f.VMs), gceVMs, anyAddr)
 }
