@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 
@@ -130,7 +131,15 @@ func (s *Server) defineVM(w http.ResponseWriter, r *http.Request, define func(na
 func (s *Server) setVM(w http.ResponseWriter, r *http.Request, vm *forewarn.VM, match int64) {
 	created := s.eng.VMNamed(vm.Name) == nil
 	// The engine refuses an address or instance ID another VM holds,
-	// from its indexes; ParseVM checked the rest.
+	// from its indexes; ParseVM checked the rest but for the fleet file's
+	// one ip: any VM per provider, which the engine's own tests do not
+	// keep to.
+	if !vm.IP.IsValid() {
+		if other := s.eng.Lookup(netip.Addr{}, vm.Provider); other != nil && other.Name != vm.Name {
+			s.writeError(w, r, forewarn.Errorf(forewarn.EINVALID, "VM %s: ip any is already used by %s", strconv.QuoteToASCII(vm.Name), other.Name))
+			return
+		}
+	}
 	rev, err := s.eng.ChangeInventory(r.Context(), engine.InventoryChange{Set: []*forewarn.VM{vm}, IfMatch: match})
 	if err != nil {
 		s.writeError(w, r, err)

@@ -126,3 +126,23 @@ func TestInventoryRoutes(t *testing.T) {
 		t.Fatalf("applying the export back: %d %s", st, body)
 	}
 }
+
+// TestOneAnyVMPerProvider: as in a fleet file, one VM of a provider may
+// answer every caller (ip: any); a second is refused, and the export
+// stays one that apply takes.
+func TestOneAnyVMPerProvider(t *testing.T) {
+	srv := inventoryServer(t)
+	if st, _, body := invCall(t, srv, "PUT", "/v1/vms/any_1", "application/json", `{"ip":"any"}`); st != 201 {
+		t.Fatalf("the first ip: any VM: %d %s", st, body)
+	}
+	st, _, body := invCall(t, srv, "PUT", "/v1/vms/any_2", "application/json", `{"ip":"any"}`)
+	if want := `{"error":{"code":"invalid","message":"VM \"any_2\": ip any is already used by any_1"}}` + "\n"; st != 400 || body != want {
+		t.Fatalf("a second ip: any VM: %d %s, want 400 %s", st, body, want)
+	}
+	if st, _, body := invCall(t, srv, "PUT", "/v1/vms/any_gce", "application/json", `{"ip":"any","provider":"gce"}`); st != 201 {
+		t.Fatalf("an ip: any VM of another provider: %d %s", st, body)
+	}
+	if st, _, body := invCall(t, srv, "GET", "/v1/fleet", "", ""); st != 200 || strings.Count(body, "ip: any") != 2 {
+		t.Fatalf("GET /v1/fleet: %d\n%s", st, body)
+	}
+}
