@@ -343,10 +343,9 @@ func (s *Server) decodeNames(dec *json.Decoder, lim *valueLimit) ([]string, erro
 	default:
 		return nil, forewarn.Errorf(forewarn.EINVALID, "field %q must be %s, not %s", "vms", jsonKind("[]string"), tokenKind(tok))
 	}
-	x := s.nameIndex()
-	maxNames := len(x.fleet.VMs)
+	maxNames, _, _ := s.eng.FleetCounts()
 	names := []string{}
-	var named []uint64 // a bit per VM of the fleet, by index
+	named := map[string]bool{} // bounded by maxNames, like names
 	for dec.More() {
 		if len(names) == maxNames {
 			return nil, forewarn.Errorf(forewarn.EINVALID, "field %q names more VMs than the fleet's %d", "vms", maxNames)
@@ -360,49 +359,20 @@ func (s *Server) decodeNames(dec *json.Decoder, lim *valueLimit) ([]string, erro
 			}
 			return nil, lim.error(dec, err, "vms", false)
 		}
-		i, ok := x.index[name]
-		if !ok {
+		vm := s.eng.VMNamed(name)
+		if vm == nil {
 			return nil, forewarn.Errorf(forewarn.ENOTFOUND, "unknown VM %s", quote(name))
 		}
-		if named == nil {
-			named = make([]uint64, (maxNames+63)/64)
-		}
-		if named[i/64]&(1<<(i%64)) != 0 {
+		if named[vm.Name] {
 			return nil, forewarn.Errorf(forewarn.EINVALID, "VM %s is named twice", quote(name))
 		}
-		named[i/64] |= 1 << (i % 64)
-		names = append(names, x.fleet.VMs[i].Name)
+		named[vm.Name] = true
+		names = append(names, vm.Name)
 	}
 	if _, err := lim.token(dec, "vms"); err != nil { // the array's end
 		return nil, err
 	}
 	return names, nil
-}
-
-// nameIndex indexes the VMs of one fleet by name.
-type nameIndex struct {
-	fleet *forewarn.Fleet
-	index map[string]int // into fleet.VMs
-}
-
-// nameIndex returns the index of the fleet in force, built once per
-// change of the inventory.
-func (s *Server) nameIndex() *nameIndex {
-	f := s.eng.Fleet()
-	if x := s.names.Load(); x != nil && x.fleet == f {
-		return x
-	}
-	s.namesMu.Lock()
-	defer s.namesMu.Unlock()
-	if x := s.names.Load(); x != nil && x.fleet == f {
-		return x
-	}
-	x := &nameIndex{fleet: f, index: make(map[string]int, len(f.VMs))}
-	for i, vm := range f.VMs {
-		x.index[vm.Name] = i
-	}
-	s.names.Store(x)
-	return x
 }
 
 // tokenKind names the JSON kind of a token that starts a value.

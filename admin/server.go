@@ -27,8 +27,6 @@ import (
 	"net/http/pprof"
 	"path"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/forewarn/forewarn"
@@ -175,11 +173,6 @@ type Server struct {
 	// a request waits for one.
 	large     chan struct{}
 	largeWait time.Duration
-	// names indexes the VMs of the fleet in force by name, for a
-	// create's list of names to be checked as it is read; namesMu
-	// serializes building it anew once the inventory has changed.
-	names   atomic.Pointer[nameIndex]
-	namesMu sync.Mutex
 	// ui is the dashboard served under /ui/.
 	ui *ui.Handler
 }
