@@ -534,11 +534,8 @@ func (inv *inventory) listWith(replaced map[string]*forewarn.VM, added []*forewa
 			n--
 		}
 	}
-	if len(copied) > 0 {
-		for ci := range copied {
-			chunks[ci] = slices.DeleteFunc(chunks[ci], func(vm *forewarn.VM) bool { return vm == nil })
-		}
-		chunks = slices.DeleteFunc(chunks, func(c []*forewarn.VM) bool { return len(c) == 0 })
+	for ci := range copied {
+		chunks[ci] = slices.DeleteFunc(chunks[ci], func(vm *forewarn.VM) bool { return vm == nil })
 	}
 	for _, d := range added {
 		if len(chunks) == 0 || len(chunks[len(chunks)-1]) >= chunkVMs {
@@ -553,7 +550,9 @@ func (inv *inventory) listWith(replaced map[string]*forewarn.VM, added []*forewa
 		copied[last] = true
 		n++
 	}
-	return chunks, n
+	// Empty chunks go last: copied is by index, so the chunks keep their
+	// places until the appends are done.
+	return slices.DeleteFunc(chunks, func(c []*forewarn.VM) bool { return len(c) == 0 }), n
 }
 
 // position returns where the VM named name is in inv's list: its chunk

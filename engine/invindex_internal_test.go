@@ -85,3 +85,33 @@ func mapsKeys(m map[string]*forewarn.Definition) func(func(string) bool) {
 		}
 	}
 }
+
+// TestListKeepsItsParent derives two inventories from one whose middle
+// chunk each empties while adding a VM: neither may write into a chunk
+// the parent still holds.
+func TestListKeepsItsParent(t *testing.T) {
+	defs := map[string]*forewarn.Definition{}
+	for i := range 2*chunkVMs + 2 {
+		name := fmt.Sprintf("vm%05d", i)
+		defs[name] = &forewarn.Definition{VM: &forewarn.VM{Name: name, Provider: forewarn.Azure}, Seq: int64(i + 1)}
+	}
+	base := emptyInventory().with(1, defs, nil)
+	want := flatten(base.list, base.listLen)
+	middle := func(extra string) map[string]*forewarn.Definition {
+		ch := map[string]*forewarn.Definition{}
+		for _, vm := range base.list[1] {
+			ch[vm.Name] = nil
+		}
+		ch[extra] = &forewarn.Definition{VM: &forewarn.VM{Name: extra, Provider: forewarn.Azure}, Seq: base.nextSeq}
+		return ch
+	}
+	a := base.with(2, middle("a"), nil)
+	b := base.with(3, middle("b"), nil)
+	if got := flatten(base.list, base.listLen); !slices.Equal(got, want) {
+		t.Fatal("deriving changed the parent's list")
+	}
+	last := func(inv *inventory) string { return inv.last().Name }
+	if last(a) != "a" || last(b) != "b" || a.listLen != chunkVMs+3 {
+		t.Fatalf("children end with %s (%d VMs) and %s", last(a), a.listLen, last(b))
+	}
+}

@@ -41,7 +41,8 @@ func (e *Engine) scaleSetSettings(name string) forewarn.ScaleSetRecord {
 	if r, ok := e.setOverrides[name]; ok {
 		return r
 	}
-	return e.cur().fleetOf().ScaleSetSettings(name)
+	// The scale sets alone: listing the fleet's VMs is not needed.
+	return (&forewarn.Fleet{ScaleSets: e.cur().setList}).ScaleSetSettings(name)
 }
 
 // lockedScaleSetSettings is scaleSetSettings for callers without the lock.
