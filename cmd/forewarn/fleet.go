@@ -14,7 +14,7 @@ import (
 )
 
 const (
-	fleetApplySynopsis  = "FILE [--dry-run] [--prune]"
+	fleetApplySynopsis  = "FILE [--dry-run] [--prune] [--json]"
 	fleetExportSynopsis = ""
 	vmAddSynopsis       = "NAME --ip A [--provider P] [--set KEY=VALUE ...]"
 	vmSetSynopsis       = "NAME KEY=VALUE [KEY=VALUE ...]"
