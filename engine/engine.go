@@ -15,11 +15,9 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -315,23 +313,6 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 	go e.persistLoop()
 	return e, nil
-}
-
-// peerSignature fingerprints the names in a VM's scope groups.
-func peerSignature(groups [][]*forewarn.VM) string {
-	var names []string
-	for _, g := range groups {
-		for _, vm := range g {
-			names = append(names, vm.Name)
-		}
-	}
-	slices.Sort(names)
-	h := fnv.New64a()
-	for _, n := range slices.Compact(names) {
-		h.Write([]byte(n))
-		h.Write([]byte{0})
-	}
-	return strconv.FormatUint(h.Sum64(), 16)
 }
 
 // Close stops every timer. Later operations return EUNAVAILABLE. It does
@@ -1251,23 +1232,6 @@ func (e *Engine) audience(ev *forewarn.Event, set map[string]bool) {
 			}
 		}
 	}
-}
-
-// groupKeys returns the keys of the groups vm belongs to: its
-// availability set, its cloud service, and its scale set qualified by
-// sub (a placement group or a zone).
-func groupKeys(vm *forewarn.VM, sub string) []string {
-	var k []string
-	if vm.AvailabilitySet != "" {
-		k = append(k, "as\x00"+vm.AvailabilitySet)
-	}
-	if vm.CloudService != "" {
-		k = append(k, "cs\x00"+vm.CloudService)
-	}
-	if vm.ScaleSet != "" {
-		k = append(k, "ss\x00"+vm.ScaleSet+"\x00"+sub)
-	}
-	return k
 }
 
 // NoteQuery records that the VM named name read its maintenance-event

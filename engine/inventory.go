@@ -232,14 +232,7 @@ func (e *Engine) moved(inv, next *inventory) map[string]bool {
 	// cost is linear in the VMs of the groups the change touches.
 	busy := map[**forewarn.VM]bool{}
 	marked := map[**forewarn.VM]bool{}
-	for name := range next.affected {
-		sig, ok := next.sigOf(name)
-		if !ok {
-			continue
-		}
-		if old, ok := inv.sigOf(name); ok && old == sig {
-			continue
-		}
+	for name := range next.peersMoved {
 		if e.groupsHaveEvents(inv.peersOf(name), busy) || e.groupsHaveEvents(next.peersOf(name), busy) {
 			out[name] = true
 		}
@@ -306,28 +299,17 @@ func (e *Engine) commitInventory(ctx context.Context, now time.Time, next *inven
 	}
 	recs := map[string]*forewarn.VMRecord{}
 	for name, d := range defs {
-		if d == nil {
+		if d == nil || inv.def(name) != nil {
 			continue
 		}
-		if inv.def(name) == nil && e.inc[name] > 0 {
+		if e.inc[name] > 0 {
 			// Registered again: its document starts past every one it
 			// was served before.
 			incs[name] = e.inc[name] + 1
 		}
-		if sig, ok := next.sigOf(name); ok && sig != first(inv.sigOf(name)) {
-			recs[name] = &forewarn.VMRecord{Peers: sig}
-		}
-	}
-	for name := range touched {
-		if sig, ok := next.sigOf(name); ok && sig != first(inv.sigOf(name)) && recs[name] == nil {
-			recs[name] = &forewarn.VMRecord{Peers: sig}
-		}
-	}
-	for name, r := range recs {
-		if m := e.member(name); m != nil {
-			r.LastSeen = unixTime(m.saved.Load())
-			r.Queried = unixTime(m.savedQ.Load())
-		}
+		// A VM new to the inventory starts unseen, whatever a VM of its
+		// name left in the store.
+		recs[name] = &forewarn.VMRecord{}
 	}
 	// The follow loop may take the commit in while write waits for the
 	// store: it finds next here rather than deriving it again.
@@ -563,6 +545,3 @@ func unixTime(ns int64) time.Time {
 	}
 	return time.Unix(0, ns).UTC()
 }
-
-// first returns v, dropping ok.
-func first[T any](v T, _ bool) T { return v }

@@ -36,10 +36,7 @@ type inventory struct {
 	// scale set's, with the zone) and whole scale sets ("set" keys), each
 	// in fleet order. A group's slice is replaced, never changed, when
 	// its members change, so its first slot's address names it.
-	groups *cow.Map[string, []*forewarn.VM]
-	// vmGroups holds each VM's groups: one map, so that a change copies
-	// one shard per VM it regroups, not three.
-	vmGroups *cow.Map[string, *vmGroups]
+	groups *cow.Map[gkey, []*forewarn.VM]
 	// byAddr finds a VM by the source address of its requests; anyVM is
 	// each provider's VM of no address, which answers every other caller.
 	byAddr *cow.Map[netip.Addr, *forewarn.VM]
@@ -50,16 +47,32 @@ type inventory struct {
 	// address.
 	gceVMs, noAddr int
 	// affected names the VMs whose groups the change that derived this
-	// inventory recomputed (every VM, for one built whole).
-	affected map[string]bool
+	// inventory rebuilt (every VM, for one built whole); peersMoved, the
+	// Azure VMs of them whose peers changed: they joined or left a scope
+	// group, or another VM joined or left one of theirs.
+	affected, peersMoved map[string]bool
 }
 
-// vmGroups is one VM's groups: its scope groups (peers), its service
-// groups (a VM of a scale set; nil otherwise), and the fingerprint of its
-// peers (an Azure VM; "" otherwise).
-type vmGroups struct {
-	peers, services [][]*forewarn.VM
-	sig             string
+// gkey is the key of a group: an availability set ('a'), a cloud
+// service ('c'), a scale set's scope group by placement group ('s'), its
+// service group by zone ('v'), or the whole scale set ('S').
+type gkey struct {
+	kind      byte
+	name, sub string
+}
+
+// gkeyHash hashes a group key for a cow.Map, without allocating.
+func gkeyHash(k gkey) uint64 {
+	h := uint64(14695981039346656037) ^ uint64(k.kind)
+	h *= 1099511628211
+	for _, s := range [2]string{k.name, k.sub} {
+		for i := 0; i < len(s); i++ {
+			h ^= uint64(s[i])
+			h *= 1099511628211
+		}
+		h *= 1099511628211 // the separator
+	}
+	return h ^ h>>32
 }
 
 // emptyInventory returns an inventory of no VMs at revision 0.
@@ -68,8 +81,7 @@ func emptyInventory() *inventory {
 		defs:      cow.New[string, *forewarn.Definition](cow.String),
 		sets:      map[string]*forewarn.ScaleSet{},
 		nextSeq:   1,
-		groups:    cow.New[string, []*forewarn.VM](cow.String),
-		vmGroups:  cow.New[string, *vmGroups](cow.String),
+		groups:    cow.New[gkey, []*forewarn.VM](gkeyHash),
 		byAddr:    cow.New[netip.Addr, *forewarn.VM](addrHash),
 		anyVM:     map[forewarn.Provider]*forewarn.VM{},
 		instances: cow.New[string, *forewarn.VM](cow.String),
@@ -109,36 +121,47 @@ func (inv *inventory) def(name string) *forewarn.Definition {
 	return d
 }
 
-// peersOf returns the scope groups of the VM named name.
+// peersOf returns the scope groups of the VM named name: those of its
+// groups that hold it, or a group of itself alone.
 func (inv *inventory) peersOf(name string) [][]*forewarn.VM {
-	if g, ok := inv.vmGroups.Load(name); ok {
-		return g.peers
+	vm := inv.vmNamed(name)
+	if vm == nil {
+		return nil
 	}
-	return nil
+	var buf [3]gkey
+	out := inv.load(groupKeys(vm, vm.PlacementGroup, buf[:0]))
+	if len(out) == 0 {
+		out = [][]*forewarn.VM{{vm}}
+	}
+	return out
 }
 
 // servicesOf returns the service groups of the VM named name, and
 // whether it has any (a VM of a scale set).
 func (inv *inventory) servicesOf(name string) ([][]*forewarn.VM, bool) {
-	if g, ok := inv.vmGroups.Load(name); ok && g.services != nil {
-		return g.services, true
+	vm := inv.vmNamed(name)
+	if vm == nil || vm.ScaleSet == "" {
+		return nil, false
 	}
-	return nil, false
+	var buf [3]gkey
+	return inv.load(serviceKeys(vm, buf[:0])), true
 }
 
-// sigOf returns the peer fingerprint of the Azure VM named name, and
-// whether it has one.
-func (inv *inventory) sigOf(name string) (string, bool) {
-	if g, ok := inv.vmGroups.Load(name); ok && g.sig != "" {
-		return g.sig, true
+// load returns the groups of keys that have members.
+func (inv *inventory) load(keys []gkey) [][]*forewarn.VM {
+	out := make([][]*forewarn.VM, 0, len(keys))
+	for _, k := range keys {
+		if g, ok := inv.groups.Load(k); ok {
+			out = append(out, g)
+		}
 	}
-	return "", false
+	return out
 }
 
 // scaleSetVMs returns the names of the VMs of scale set name, in fleet
 // order, and whether it has any.
 func (inv *inventory) scaleSetVMs(name string) ([]string, bool) {
-	g, ok := inv.groups.Load("set\x00" + name)
+	g, ok := inv.groups.Load(gkey{kind: 'S', name: name})
 	if !ok {
 		return nil, false
 	}
@@ -152,21 +175,14 @@ func (inv *inventory) scaleSetVMs(name string) ([]string, bool) {
 // scaleSetNames returns the names of the scale sets that have VMs.
 func (inv *inventory) scaleSetNames() []string {
 	var out []string
-	inv.groups.Range(func(k string, _ []*forewarn.VM) bool {
-		if name, ok := cutPrefix(k, "set\x00"); ok {
-			out = append(out, name)
+	inv.groups.Range(func(k gkey, _ []*forewarn.VM) bool {
+		if k.kind == 'S' {
+			out = append(out, k.name)
 		}
 		return true
 	})
 	slices.Sort(out)
 	return out
-}
-
-func cutPrefix(s, p string) (string, bool) {
-	if len(s) >= len(p) && s[:len(p)] == p {
-		return s[len(p):], true
-	}
-	return s, false
 }
 
 // lookup is forewarn.Index.Lookup on the inventory.
@@ -177,12 +193,28 @@ func (inv *inventory) lookup(addr netip.Addr, p forewarn.Provider) *forewarn.VM 
 	return inv.anyVM[p]
 }
 
+// groupKeys appends to k the keys of the scope groups vm belongs to: its
+// availability set, its cloud service, and its scale set qualified by
+// sub (a placement group or a zone).
+func groupKeys(vm *forewarn.VM, sub string, k []gkey) []gkey {
+	if vm.AvailabilitySet != "" {
+		k = append(k, gkey{kind: 'a', name: vm.AvailabilitySet})
+	}
+	if vm.CloudService != "" {
+		k = append(k, gkey{kind: 'c', name: vm.CloudService})
+	}
+	if vm.ScaleSet != "" {
+		k = append(k, gkey{kind: 's', name: vm.ScaleSet, sub: sub})
+	}
+	return k
+}
+
 // memberKeys returns the keys of every group vm belongs to: its scope
 // groups, its service groups and its scale set.
-func memberKeys(vm *forewarn.VM) []string {
-	k := groupKeys(vm, vm.PlacementGroup)
+func memberKeys(vm *forewarn.VM) []gkey {
+	k := groupKeys(vm, vm.PlacementGroup, make([]gkey, 0, 5))
 	if vm.ScaleSet != "" {
-		k = append(k, serviceKey(vm), "set\x00"+vm.ScaleSet)
+		k = append(k, serviceKey(vm), gkey{kind: 'S', name: vm.ScaleSet})
 	}
 	return k
 }
@@ -191,13 +223,13 @@ func memberKeys(vm *forewarn.VM) []string {
 // set: its whole scale set, whatever its placement groups (seed 004:
 // "enabled for your scale set"), within its zone when the scale set
 // spans zones (docs/wire-decisions.md).
-func serviceKey(vm *forewarn.VM) string { return "svc\x00" + vm.ScaleSet + "\x00" + vm.Zone }
+func serviceKey(vm *forewarn.VM) gkey { return gkey{kind: 'v', name: vm.ScaleSet, sub: vm.Zone} }
 
-// serviceKeys returns the keys of the groups whose calls enable vm's
+// serviceKeys appends to k the keys of the groups whose calls enable vm's
 // scheduled events: its availability set or cloud service, should it
 // have one, and its scale set's service group.
-func serviceKeys(vm *forewarn.VM) []string {
-	k := groupKeys(vm, "")
+func serviceKeys(vm *forewarn.VM, k []gkey) []gkey {
+	k = groupKeys(vm, "", k)
 	return append(k[:len(k)-1], serviceKey(vm)) // the scale set's key, last, replaced
 }
 
@@ -207,7 +239,7 @@ func serviceKeys(vm *forewarn.VM) []string {
 func (inv *inventory) with(rev int64, defs map[string]*forewarn.Definition, sets map[string]*forewarn.ScaleSet) *inventory {
 	next := &inventory{
 		rev: rev, defs: inv.defs.Clone(), sets: maps.Clone(inv.sets), nextSeq: inv.nextSeq,
-		groups: inv.groups.Clone(), vmGroups: inv.vmGroups.Clone(), byAddr: inv.byAddr.Clone(), anyVM: inv.anyVM,
+		groups: inv.groups.Clone(), byAddr: inv.byAddr.Clone(), anyVM: inv.anyVM,
 		instances: inv.instances.Clone(), gceVMs: inv.gceVMs, noAddr: inv.noAddr,
 		fleet: &lazyFleet{},
 	}
@@ -279,8 +311,10 @@ func (inv *inventory) with(rev int64, defs map[string]*forewarn.Definition, sets
 		}
 	}
 
-	// The groups the changed VMs leave or join, rebuilt.
-	touchedKeys := map[string]bool{}
+	// The groups the changed VMs leave or join, rebuilt. A VM's groups
+	// are found through its keys (peersOf), so only the groups change.
+	touchedKeys := map[gkey]bool{}
+	joining := map[gkey][]*forewarn.VM{}
 	for _, name := range names {
 		if old := inv.def(name); old != nil {
 			for _, k := range memberKeys(old.VM) {
@@ -290,19 +324,13 @@ func (inv *inventory) with(rev int64, defs map[string]*forewarn.Definition, sets
 		if d := defs[name]; d != nil {
 			for _, k := range memberKeys(d.VM) {
 				touchedKeys[k] = true
-			}
-		}
-	}
-	joining := map[string][]*forewarn.VM{}
-	for _, name := range names {
-		if d := defs[name]; d != nil {
-			for _, k := range memberKeys(d.VM) {
 				joining[k] = append(joining[k], d.VM)
 			}
 		}
 	}
 	affected := map[string]bool{}
-	var ges []cow.Entry[string, []*forewarn.VM]
+	regrouped := map[gkey]bool{} // the groups whose members' names changed
+	var ges []cow.Entry[gkey, []*forewarn.VM]
 	for k := range touchedKeys {
 		old, _ := inv.groups.Load(k)
 		g := make([]*forewarn.VM, 0, len(old)+len(joining[k]))
@@ -318,58 +346,39 @@ func (inv *inventory) with(rev int64, defs map[string]*forewarn.Definition, sets
 			affected[vm.Name] = true
 		}
 		if len(g) == 0 {
-			ges = append(ges, cow.Entry[string, []*forewarn.VM]{Key: k, Delete: true})
+			ges = append(ges, cow.Entry[gkey, []*forewarn.VM]{Key: k, Delete: true})
 		} else {
-			ges = append(ges, cow.Entry[string, []*forewarn.VM]{Key: k, Value: g})
+			ges = append(ges, cow.Entry[gkey, []*forewarn.VM]{Key: k, Value: g})
+		}
+		if !sameNames(old, g) {
+			regrouped[k] = true
 		}
 	}
 	next.groups.Apply(ges)
 	for _, name := range names {
 		affected[name] = true
 	}
+	next.affected = affected
 
-	// The groups of every VM whose groups changed, and their
-	// fingerprints.
-	var ves []cow.Entry[string, *vmGroups]
-	sigCache := map[[3]*forewarn.VM]string{}
+	// The Azure VMs whose peers changed: new to Azure, in other scope
+	// groups, or in a scope group whose members changed.
+	next.peersMoved = map[string]bool{}
+	var nb, ob [3]gkey
 	for name := range affected {
 		vm := next.vmNamed(name)
-		if vm == nil {
-			ves = append(ves, cow.Entry[string, *vmGroups]{Key: name, Delete: true})
+		if vm == nil || vm.Provider != forewarn.Azure {
 			continue
 		}
-		g := &vmGroups{}
-		for _, k := range groupKeys(vm, vm.PlacementGroup) {
-			m, _ := next.groups.Load(k)
-			g.peers = append(g.peers, m)
+		old := inv.vmNamed(name)
+		keys := groupKeys(vm, vm.PlacementGroup, nb[:0])
+		moved := old == nil || old.Provider != forewarn.Azure || !slices.Equal(keys, groupKeys(old, old.PlacementGroup, ob[:0]))
+		for _, k := range keys {
+			moved = moved || regrouped[k]
 		}
-		if len(g.peers) == 0 {
-			g.peers = [][]*forewarn.VM{{vm}}
+		if moved {
+			next.peersMoved[name] = true
 		}
-		if vm.ScaleSet != "" {
-			for _, k := range serviceKeys(vm) {
-				m, _ := next.groups.Load(k)
-				g.services = append(g.services, m)
-			}
-		}
-		if vm.Provider == forewarn.Azure {
-			var key [3]*forewarn.VM
-			for i, m := range g.peers {
-				if i < len(key) {
-					key[i] = m[0]
-				}
-			}
-			sig, ok := sigCache[key]
-			if !ok {
-				sig = peerSignature(g.peers)
-				sigCache[key] = sig
-			}
-			g.sig = sig
-		}
-		ves = append(ves, cow.Entry[string, *vmGroups]{Key: name, Value: g})
 	}
-	next.vmGroups.Apply(ves)
-	next.affected = affected
 
 	// Addresses: the old ones of the VMs changed go first, so that two
 	// VMs may swap theirs.
@@ -406,6 +415,12 @@ func (inv *inventory) with(rev int64, defs map[string]*forewarn.Definition, sets
 		}
 	}
 	return next
+}
+
+// sameNames reports whether groups a and b hold VMs of the same names, in
+// the same order.
+func sameNames(a, b []*forewarn.VM) bool {
+	return slices.EqualFunc(a, b, func(x, y *forewarn.VM) bool { return x.Name == y.Name })
 }
 
 // conflict returns the error of a change that gives a VM an address, or

@@ -456,7 +456,7 @@ func (e *Engine) saveSeen(names []string) {
 			if !seenStale && !queryNew {
 				continue
 			}
-			rec := &forewarn.VMRecord{Peers: first(e.cur().sigOf(name))}
+			rec := &forewarn.VMRecord{}
 			if ns != 0 {
 				rec.LastSeen = time.Unix(0, ns).UTC()
 			}

@@ -1,9 +1,11 @@
 // Package cow is a map for many readers and few writers, such as the
 // fleet's VMs by name or by address, which every metadata request reads
-// and only inventory changes write. A read loads one immutable shard
-// without a lock; a write copies the shards it changes and swaps them in,
-// so a change of one key costs a shard (the map's size over Shards), not
-// the map.
+// and only inventory changes write. A read loads one immutable root
+// without a lock and finds its key in a sorted shard; a write copies the
+// root, the blocks and the shards it changes and swaps the new root in.
+// A change of one key costs a root and a block of pointers (about 1 KB)
+// and one shard (the map's size over Shards), not the map, and a Clone
+// costs nothing: the two share everything until one of them writes.
 package cow
 
 import (
@@ -11,116 +13,171 @@ import (
 	"sync/atomic"
 )
 
-// Shards is how many shards a Map splits its keys into.
-const Shards = 4096
+// Shards is how many shards a Map splits its keys into: fan blocks of
+// fan shards each.
+const (
+	Shards = fan * fan
+	fan    = 64
+)
+
+// entry is one key and its value, with the key's hash.
+type entry[K comparable, V any] struct {
+	h uint64
+	k K
+	v V
+}
+
+// block holds fan shards, each sorted by hash; a nil shard is empty.
+type block[K comparable, V any] [fan]*[]entry[K, V]
+
+// root is one immutable version of a map: a nil block is empty.
+type root[K comparable, V any] struct {
+	b [fan]*block[K, V]
+	n int
+}
 
 // Map maps K to V. Reads are safe at any time, concurrently with one
 // another and with writes; writes are serialized. A reader sees each
-// shard either before or after a write, never in between; a write of
-// several keys is not atomic across shards. Build it with New.
+// write whole or not at all: a write of several keys swaps one root.
+// Build it with New.
 type Map[K comparable, V any] struct {
-	hash   func(K) uint64
-	mu     sync.Mutex // serializes writers
-	shards [Shards]atomic.Pointer[map[K]V]
-	n      atomic.Int64
+	hash func(K) uint64
+	mu   sync.Mutex // serializes writers
+	root atomic.Pointer[root[K, V]]
 }
 
 // New returns an empty Map that places a key by hash(key) mod Shards.
 // hash must not allocate, for reads not to.
 func New[K comparable, V any](hash func(K) uint64) *Map[K, V] {
-	return &Map[K, V]{hash: hash}
+	m := &Map[K, V]{hash: hash}
+	m.root.Store(&root[K, V]{})
+	return m
 }
 
 // Clone returns a map that holds what m holds now and that later writes
-// to either do not change: they share shards until one copies them. It
-// costs Shards pointer copies. It must not race with writes to m.
+// to either do not change: they share the one immutable version until
+// one of them writes. It costs one allocation, whatever m holds.
 func (m *Map[K, V]) Clone() *Map[K, V] {
 	c := &Map[K, V]{hash: m.hash}
-	for i := range m.shards {
-		c.shards[i].Store(m.shards[i].Load())
-	}
-	c.n.Store(m.n.Load())
+	c.root.Store(m.root.Load())
 	return c
 }
 
-// Load returns the value of k and whether k is in the map.
+// search returns the index in s of the first entry of hash h or above.
+func search[K comparable, V any](s []entry[K, V], h uint64) int {
+	lo, hi := 0, len(s)
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if s[mid].h < h {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	return lo
+}
+
+// Load returns the value of k. It takes no lock and does not allocate.
 func (m *Map[K, V]) Load(k K) (V, bool) {
-	if p := m.shards[m.hash(k)%Shards].Load(); p != nil {
-		v, ok := (*p)[k]
-		return v, ok
+	h := m.hash(k)
+	i := h % Shards
+	if b := m.root.Load().b[i/fan]; b != nil {
+		if p := b[i%fan]; p != nil {
+			s := *p
+			for j := search(s, h); j < len(s) && s[j].h == h; j++ {
+				if s[j].k == k {
+					return s[j].v, true
+				}
+			}
+		}
 	}
 	var zero V
 	return zero, false
 }
 
-// Len returns how many keys the map holds.
-func (m *Map[K, V]) Len() int { return int(m.n.Load()) }
+// Len returns how many keys m holds.
+func (m *Map[K, V]) Len() int { return m.root.Load().n }
 
-// Entry is one write of Apply: k is set to V, or removed when Delete.
+// Entry is one write of Apply: Key set to Value, or deleted.
 type Entry[K comparable, V any] struct {
 	Key    K
 	Value  V
 	Delete bool
 }
 
-// Apply makes the writes es, in order (a later write of a key wins),
-// copying each shard they touch once.
+// Apply writes es in order (a later entry of the same key wins) as one
+// new version: a reader sees all of them or none. It copies each block
+// and shard it writes to once, so its cost is linear in len(es) and in
+// the sizes of the shards they touch.
 func (m *Map[K, V]) Apply(es []Entry[K, V]) {
 	if len(es) == 0 {
 		return
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	// Each shard's new map is made once, at its size: a write of many
-	// keys does not grow maps step by step.
-	idx := make([]uint32, len(es))
-	var adds [Shards]int32
-	for j, e := range es {
-		i := uint32(m.hash(e.Key) % Shards)
-		idx[j] = i
-		if !e.Delete {
-			adds[i]++
+	old := m.root.Load()
+	next := new(root[K, V])
+	*next = *old
+	var counts []int32 // entries per shard, to size big writes' copies once
+	if len(es) >= 256 {
+		counts = make([]int32, Shards)
+		for _, e := range es {
+			counts[m.hash(e.Key)%Shards]++
 		}
 	}
-	var fresh [Shards]map[K]V
-	for j, e := range es {
-		i := idx[j]
-		s := fresh[i]
-		if s == nil {
-			old := m.shards[i].Load()
-			n := 0
-			if old != nil {
-				n = len(*old)
+	var freshBlock uint64        // the blocks copied, by bit
+	var fresh [Shards / 64]uint64 // the shards copied, by bit
+	for _, e := range es {
+		h := m.hash(e.Key)
+		i := h % Shards
+		bi, si := i/fan, i%fan
+		b := next.b[bi]
+		if freshBlock&(1<<bi) == 0 {
+			nb := new(block[K, V])
+			if b != nil {
+				*nb = *b
 			}
-			s = make(map[K]V, n+int(adds[i]))
-			if old != nil {
-				for k, v := range *old {
-					s[k] = v
-				}
+			next.b[bi], b = nb, nb
+			freshBlock |= 1 << bi
+		}
+		if fresh[i/64]&(1<<(i%64)) == 0 {
+			var olds []entry[K, V]
+			if b[si] != nil {
+				olds = *b[si]
 			}
-			fresh[i] = s
+			extra := 1
+			if counts != nil {
+				extra = int(counts[i])
+			}
+			s := make([]entry[K, V], len(olds), len(olds)+extra)
+			copy(s, olds)
+			b[si] = &s
+			fresh[i/64] |= 1 << (i % 64)
 		}
-		if e.Delete {
-			delete(s, e.Key)
-		} else {
-			s[e.Key] = e.Value
+		p := b[si]
+		s := *p
+		j := search(s, h)
+		for ; j < len(s) && s[j].h == h; j++ {
+			if s[j].k == e.Key {
+				break
+			}
 		}
+		switch found := j < len(s) && s[j].h == h; {
+		case found && e.Delete:
+			s = append(s[:j], s[j+1:]...)
+			clear(s[len(s):cap(s)][:1]) // drop what the moved-over slot held
+			next.n--
+		case found:
+			s[j].v = e.Value
+		case !e.Delete:
+			s = append(s, entry[K, V]{})
+			copy(s[j+1:], s[j:])
+			s[j] = entry[K, V]{h: h, k: e.Key, v: e.Value}
+			next.n++
+		}
+		*p = s
 	}
-	n := m.n.Load()
-	for j := range es {
-		i := idx[j]
-		s := fresh[i]
-		if s == nil {
-			continue // stored already
-		}
-		if old := m.shards[i].Load(); old != nil {
-			n -= int64(len(*old))
-		}
-		n += int64(len(s))
-		m.shards[i].Store(&s)
-		fresh[i] = nil
-	}
-	m.n.Store(n)
+	m.root.Store(next)
 }
 
 // Store sets k to v.
@@ -129,17 +186,22 @@ func (m *Map[K, V]) Store(k K, v V) { m.Apply([]Entry[K, V]{{Key: k, Value: v}})
 // Delete removes k.
 func (m *Map[K, V]) Delete(k K) { m.Apply([]Entry[K, V]{{Key: k, Delete: true}}) }
 
-// Range calls f for each key and value until f returns false, shard by
-// shard, each shard as of when Range reaches it.
+// Range calls f with each key and value of one version of m, in no
+// particular order, until f returns false.
 func (m *Map[K, V]) Range(f func(K, V) bool) {
-	for i := range m.shards {
-		p := m.shards[i].Load()
-		if p == nil {
+	r := m.root.Load()
+	for _, b := range r.b {
+		if b == nil {
 			continue
 		}
-		for k, v := range *p {
-			if !f(k, v) {
-				return
+		for _, p := range b {
+			if p == nil {
+				continue
+			}
+			for _, e := range *p {
+				if !f(e.k, e.v) {
+					return
+				}
 			}
 		}
 	}

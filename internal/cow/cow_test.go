@@ -47,18 +47,73 @@ func TestApply(t *testing.T) {
 	}
 }
 
-// TestOldShardsStayWhole checks that a write never changes a shard a
+// TestOldShardsStayWhole checks that a write never changes a version a
 // reader already holds: writes copy.
 func TestOldShardsStayWhole(t *testing.T) {
 	m := New[string, int](String)
-	m.Store("a", 1)
-	held := m.shards[String("a")%Shards].Load()
+	m.Apply([]Entry[string, int]{{Key: "a", Value: 1}, {Key: "b", Value: 2}})
+	held := m.Clone()
 	m.Store("a", 2)
-	if (*held)["a"] != 1 {
-		t.Fatal("a write changed a shard in place")
+	m.Delete("b")
+	if v, _ := held.Load("a"); v != 1 {
+		t.Fatal("a write changed a version in place")
+	}
+	if _, ok := held.Load("b"); !ok || held.Len() != 2 {
+		t.Fatalf("a delete changed a version in place: Len %d", held.Len())
 	}
 	if v, _ := m.Load("a"); v != 2 {
 		t.Fatalf("Load after Store = %d", v)
+	}
+}
+
+// TestOneShard puts many keys in one shard, with colliding hashes, and
+// checks that sets, replaces and deletes keep it sorted and whole.
+func TestOneShard(t *testing.T) {
+	hash := func(k int) uint64 { return uint64(k%7) * Shards } // 7 hashes, all in shard 0
+	m := New[int, int](hash)
+	var es []Entry[int, int]
+	for k := range 300 {
+		es = append(es, Entry[int, int]{Key: k, Value: k})
+	}
+	m.Apply(es)
+	for k := 0; k < 300; k += 3 {
+		m.Delete(k)
+	}
+	m.Apply([]Entry[int, int]{{Key: 1, Value: -1}, {Key: 1, Delete: true}, {Key: 1, Value: 100}, {Key: 400, Value: 400}})
+	want := map[int]int{400: 400}
+	for k := range 300 {
+		if k%3 != 0 {
+			want[k] = k
+		}
+	}
+	want[1] = 100
+	if m.Len() != len(want) {
+		t.Fatalf("Len %d, want %d", m.Len(), len(want))
+	}
+	for k := range 401 {
+		v, ok := m.Load(k)
+		if w, in := want[k]; ok != in || v != w {
+			t.Fatalf("Load(%d) = %d, %v; want %d, %v", k, v, ok, w, in)
+		}
+	}
+	got := map[int]int{}
+	m.Range(func(k, v int) bool { got[k] = v; return true })
+	if len(got) != len(want) {
+		t.Fatalf("Range saw %d keys, want %d", len(got), len(want))
+	}
+}
+
+// TestCloneIsCheap checks that a clone costs one small allocation, not
+// a copy of the map.
+func TestCloneIsCheap(t *testing.T) {
+	m := New[string, int](String)
+	es := make([]Entry[string, int], 10000)
+	for i := range es {
+		es[i] = Entry[string, int]{Key: fmt.Sprint("vm_", i), Value: i}
+	}
+	m.Apply(es)
+	if n := testing.AllocsPerRun(100, func() { m.Clone() }); n != 1 {
+		t.Fatalf("Clone allocates %v times, want 1", n)
 	}
 }
 
@@ -103,6 +158,16 @@ func TestLoadDoesNotAllocate(t *testing.T) {
 }
 
 func BenchmarkStoreOne(b *testing.B) {
+	benchmarkStoreOne(b, false)
+}
+
+// BenchmarkCloneStoreOne is an inventory change's pattern: a clone, then
+// one write to it.
+func BenchmarkCloneStoreOne(b *testing.B) {
+	benchmarkStoreOne(b, true)
+}
+
+func benchmarkStoreOne(b *testing.B, clone bool) {
 	for _, n := range []int{1000, 10000, 100000} {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			m := New[string, int](String)
@@ -113,6 +178,9 @@ func BenchmarkStoreOne(b *testing.B) {
 			m.Apply(es)
 			b.ReportAllocs()
 			for i := 0; b.Loop(); i++ {
+				if clone {
+					m = m.Clone()
+				}
 				m.Store("vm_1", i)
 			}
 		})
