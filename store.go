@@ -57,9 +57,8 @@ type VMRecord struct {
 	// LastSeen is when the VM last called its metadata API, kept to within
 	// an hour: scheduled events are enabled while it is recent.
 	LastSeen time.Time `json:"lastSeen,omitzero"`
-	// Peers fingerprints the set of VMs whose events this VM sees. When a
-	// fleet edit changes it between runs, the VM's document may have
-	// changed, so its incarnation goes up.
+	// Peers is no longer written; stores written before keep it, and it
+	// is read back as it was.
 	Peers string `json:"peers,omitempty"`
 	// Queried is when the VM last read its maintenance-event key, kept
 	// when it matters: the first read after each of its host maintenance
@@ -93,7 +92,9 @@ type Change struct {
 	// ScaleSets are set whole for the named scale sets.
 	ScaleSets map[string]*ScaleSetRecord
 	// Inventory sets the definition of each named VM, or removes it from
-	// the inventory where the value is nil. InventorySets does the same
+	// the inventory where the value is nil; a VM removed loses its
+	// VMRecord too, unless VMs sets one (its incarnation stays, so that
+	// it never goes backwards). InventorySets does the same
 	// for scale set definitions. A change that names any sets the store's
 	// InventoryRevision to the revision it produces. A store may hand the
 	// definitions themselves to its followers: they must not be modified

@@ -140,7 +140,7 @@ func (s *Server) setVM(w http.ResponseWriter, r *http.Request, vm *forewarn.VM, 
 			return
 		}
 	}
-	rev, err := s.eng.ChangeInventory(r.Context(), engine.InventoryChange{Set: []*forewarn.VM{vm}, IfMatch: match})
+	rev, err := s.eng.ChangeInventory(r.Context(), engine.InventoryChange{Set: []*forewarn.VM{vm}, IfMatch: match, Owned: true})
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -252,8 +252,7 @@ func (s *Server) applyOnce(r *http.Request, doc *forewarn.Fleet, prune, dryRun b
 	if dryRun || ch.Empty() {
 		return a, nil
 	}
-	var c engine.InventoryChange
-	c.IfMatch = rev
+	c := engine.InventoryChange{IfMatch: rev, Owned: true} // doc is this request's alone
 	if rev == 0 {
 		c.IfMatch = -1 // an empty inventory
 	}

@@ -503,6 +503,14 @@ func (s *Store) Commit(ctx context.Context, c *forewarn.Change) (int64, error) {
 			}
 		}
 		vms := tx.Bucket(vmsBucket)
+		for _, name := range defNames {
+			if c.Inventory[name] == nil && vmRecords[name] == nil {
+				// A VM's record leaves the store with it.
+				if err := vms.Delete([]byte(name)); err != nil {
+					return fmt.Errorf("delete VM record of %s: %w", name, err)
+				}
+			}
+		}
 		for _, vm := range slices.Sorted(maps.Keys(vmRecords)) {
 			if err := vms.Put([]byte(vm), vmRecords[vm]); err != nil {
 				return fmt.Errorf("put VM record of %s: %w", vm, err)

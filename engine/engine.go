@@ -124,8 +124,10 @@ type View struct {
 	History []*forewarn.Event
 	// own holds the visible events whose Resources name the VM; a VM has
 	// few, so a slice serves.
-	own     []*forewarn.Event
-	changed chan struct{}
+	own []*forewarn.Event
+	// changed is made by the first Changed call, and closed (or set to
+	// closed) when a newer View replaces v: most views are never waited on.
+	changed atomic.Pointer[chan struct{}]
 }
 
 // Own reports whether ev, one of v.Events, names v's VM in its
@@ -133,7 +135,31 @@ type View struct {
 func (v *View) Own(ev *forewarn.Event) bool { return slices.Contains(v.own, ev) }
 
 // Changed returns a channel that is closed when a newer View replaces v.
-func (v *View) Changed() <-chan struct{} { return v.changed }
+func (v *View) Changed() <-chan struct{} {
+	if p := v.changed.Load(); p != nil {
+		return *p
+	}
+	c := make(chan struct{})
+	if v.changed.CompareAndSwap(nil, &c) {
+		return c
+	}
+	return *v.changed.Load() // replaced, or another caller made it first
+}
+
+// closedChan is the channel of every View replaced before anyone asked.
+var closedChan = func() *chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return &c
+}()
+
+// replaced closes v's channel, or makes it a closed one: a newer View
+// replaces v.
+func (v *View) replaced() {
+	if p := v.changed.Swap(closedChan); p != nil && p != closedChan {
+		close(*p)
+	}
+}
 
 // VMInfo is a VM with its current document state, for the operator.
 type VMInfo struct {
@@ -1094,7 +1120,7 @@ func (e *Engine) touchedBy(changed []*forewarn.Event) map[string]bool {
 // of the scope groups it belongs to. e.mu must be held, or the engine not
 // yet shared.
 func (e *Engine) buildView(vm *forewarn.VM) *View {
-	v := &View{VM: vm, Incarnation: e.inc[vm.Name], changed: make(chan struct{})}
+	v := &View{VM: vm, Incarnation: e.inc[vm.Name]}
 	shared := false
 	for _, g := range e.cur().peersOf(vm.Name) {
 		if len(g) > 1 {

@@ -92,6 +92,10 @@ type InventoryChange struct {
 	// still refused (EINVALID) when it gives a VM an address or an EC2
 	// instance ID that a VM it leaves alone holds.
 	Check func(*forewarn.Fleet) error
+	// Owned hands Set's VMs to the engine, which keeps them rather than
+	// copies: the caller never changes them afterwards. A big apply then
+	// holds one copy of each definition, not two.
+	Owned bool
 }
 
 // ChangeInventory makes c in one commit and returns the inventory
@@ -131,7 +135,10 @@ func (e *Engine) changeInventoryOnce(ctx context.Context, c InventoryChange) (in
 		if given == nil || given.Name == "" {
 			return 0, forewarn.Errorf(forewarn.EINVALID, "a VM without a name")
 		}
-		vm := new(*given) // the inventory's own, whatever the caller does with given
+		vm := given
+		if !c.Owned {
+			vm = new(*given) // the inventory's own, whatever the caller does with given
+		}
 		old := inv.def(vm.Name)
 		switch {
 		case old != nil && sameVM(old.VM, vm):
@@ -297,24 +304,21 @@ func (e *Engine) commitInventory(ctx context.Context, now time.Time, next *inven
 			incs[name] = e.inc[name] + 1
 		}
 	}
-	recs := map[string]*forewarn.VMRecord{}
 	for name, d := range defs {
 		if d == nil || inv.def(name) != nil {
 			continue
 		}
 		if e.inc[name] > 0 {
 			// Registered again: its document starts past every one it
-			// was served before.
+			// was served before. (It starts unseen: its record left the
+			// store with it.)
 			incs[name] = e.inc[name] + 1
 		}
-		// A VM new to the inventory starts unseen, whatever a VM of its
-		// name left in the store.
-		recs[name] = &forewarn.VMRecord{}
 	}
 	// The follow loop may take the commit in while write waits for the
 	// store: it finds next here rather than deriving it again.
 	e.pending = &pendingInventory{base: e.rev, defs: defs, sets: sets, next: next}
-	covered, err := e.write(ctx, &forewarn.Change{Events: changed, Incarnations: incs, VMs: recs, Inventory: defs, InventorySets: sets})
+	covered, err := e.write(ctx, &forewarn.Change{Events: changed, Incarnations: incs, Inventory: defs, InventorySets: sets})
 	e.pending = nil
 	if err != nil {
 		return err
@@ -388,9 +392,9 @@ func (e *Engine) retire(gone []*forewarn.VM) {
 		if m == nil {
 			continue
 		}
-		v := &View{VM: vm, Incarnation: e.inc[vm.Name], Removed: true, changed: make(chan struct{})}
+		v := &View{VM: vm, Incarnation: e.inc[vm.Name], Removed: true}
 		if old := m.view.Swap(v); old != nil {
-			close(old.changed)
+			old.replaced()
 		}
 		vs = append(vs, v)
 		dels = append(dels, cow.Entry[string, *member]{Key: vm.Name, Delete: true})

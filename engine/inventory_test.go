@@ -267,3 +267,43 @@ func TestInventoryAddressesUnique(t *testing.T) {
 		}
 	})
 }
+
+// A VM registered again starts unseen: the record of its calls leaves
+// the store with it, so a restart does not take it for a VM that called.
+func TestInventoryReregisterStartsUnseen(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := mem.New()
+		e := newEngine(t, store, false) // every VM has called
+		synctest.Wait()                 // and the engine has saved it
+		record := func() *forewarn.VMRecord {
+			t.Helper()
+			st, err := store.Load(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			return st.VMs["solo"]
+		}
+		if r := record(); r == nil || r.LastSeen.IsZero() {
+			t.Fatalf("solo's record: %+v, want a LastSeen", r)
+		}
+		solo := e.Fleet().VM("solo")
+		if _, err := e.ChangeInventory(t.Context(), engine.InventoryChange{Remove: []string{"solo"}}); err != nil {
+			t.Fatal(err)
+		}
+		if r := record(); r != nil {
+			t.Fatalf("solo's record once removed: %+v, want none", r)
+		}
+		if _, err := e.ChangeInventory(t.Context(), engine.InventoryChange{Set: []*forewarn.VM{solo}}); err != nil {
+			t.Fatal(err)
+		}
+		e.Close()
+		e2, err := engine.New(t.Context(), engine.Config{Store: store})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e2.Close()
+		if info := e2.VMs(); !slices.ContainsFunc(info, func(i engine.VMInfo) bool { return i.Name == "solo" && !i.Enabled }) {
+			t.Fatalf("solo after a restart: %+v, want it registered and not enabled", info)
+		}
+	})
+}

@@ -295,7 +295,7 @@ func (e *Engine) publish(touched map[string]bool) {
 		}
 		v := e.buildView(vm)
 		if old := m.view.Swap(v); old != nil {
-			close(old.changed)
+			old.replaced()
 		}
 		vs = append(vs, v)
 	}

@@ -461,6 +461,11 @@ func (s *Store) writeOps(c *forewarn.Change) ([]clientv3.Op, error) {
 		}
 		ops = append(ops, clientv3.OpPut(s.ssPrefix+name, string(b)))
 	}
+	for _, name := range slices.Sorted(maps.Keys(c.Inventory)) {
+		if c.Inventory[name] == nil && c.VMs[name] == nil {
+			ops = append(ops, clientv3.OpDelete(s.vmPrefix+name)) // a VM's record leaves the store with it
+		}
+	}
 	ops, err := inventoryOps(ops, s.defPrefix, c.Inventory)
 	if err != nil {
 		return nil, forewarn.Errorf(forewarn.EINVALID, "definition of %v", err)

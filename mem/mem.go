@@ -154,6 +154,9 @@ func (s *Store) Commit(ctx context.Context, c *forewarn.Change) (int64, error) {
 	for name, d := range c.Inventory {
 		if d == nil {
 			delete(s.inv, name)
+			if c.VMs[name] == nil {
+				delete(s.vms, name) // a VM's record leaves the store with it
+			}
 			u.Inventory[name] = nil
 			continue
 		}

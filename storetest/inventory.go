@@ -23,6 +23,38 @@ func runInventory(t *testing.T, newStore func(t *testing.T) forewarn.Store) {
 	t.Run("Invalid", func(t *testing.T) { testInventoryInvalid(t, newStore(t)) })
 	t.Run("Copies", func(t *testing.T) { testInventoryCopies(t, newStore(t)) })
 	t.Run("Follow", func(t *testing.T) { testInventoryFollow(t, newStore(t)) })
+	t.Run("RemoveDropsRecord", func(t *testing.T) { testInventoryRemoveDropsRecord(t, newStore(t)) })
+}
+
+// testInventoryRemoveDropsRecord checks that a VM removed from the
+// inventory loses its VMRecord, unless the same change writes one, and
+// keeps its incarnation; the records of VMs left alone stay.
+func testInventoryRemoveDropsRecord(t *testing.T, s forewarn.Store) {
+	defs := map[string]*forewarn.Definition{}
+	recs := map[string]*forewarn.VMRecord{}
+	incs := map[string]int64{}
+	for i, name := range []string{"vm-a", "vm-b", "vm-c"} {
+		defs[name] = definition(&forewarn.VM{Name: name, Provider: forewarn.Azure}, int64(i+1))
+		recs[name] = vmRecord(i)
+		incs[name] = 7
+	}
+	commit(t, s, &forewarn.Change{Inventory: defs, VMs: recs, Incarnations: incs})
+	commit(t, s, &forewarn.Change{Revision: 1,
+		Inventory: map[string]*forewarn.Definition{"vm-a": nil, "vm-b": nil},
+		VMs:       map[string]*forewarn.VMRecord{"vm-b": vmRecord(9)}})
+	st := load(t, s)
+	if r := st.VMs["vm-a"]; r != nil {
+		t.Errorf("vm-a, removed: record %+v, want none", r)
+	}
+	if r := st.VMs["vm-b"]; r == nil || !r.LastSeen.Equal(vmRecord(9).LastSeen) {
+		t.Errorf("vm-b, removed with a record written: %+v, want the one written", r)
+	}
+	if r := st.VMs["vm-c"]; r == nil || !r.LastSeen.Equal(vmRecord(2).LastSeen) {
+		t.Errorf("vm-c, left alone: record %+v, want its own", r)
+	}
+	if st.Incarnations["vm-a"] != 7 {
+		t.Errorf("vm-a, removed: incarnation %d, want 7 kept", st.Incarnations["vm-a"])
+	}
 }
 
 // testInventoryFields fails when VM, Definition or ScaleSet grow a field
