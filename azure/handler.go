@@ -20,6 +20,7 @@ import (
 	"github.com/forewarn/forewarn/internal/echo"
 	"github.com/forewarn/forewarn/internal/query"
 	"github.com/forewarn/forewarn/internal/ratelimit"
+	"github.com/forewarn/forewarn/internal/signal"
 	"github.com/forewarn/forewarn/internal/slots"
 	"github.com/forewarn/forewarn/metrics"
 )
@@ -73,12 +74,12 @@ type Server struct {
 type slot struct {
 	doc   atomic.Pointer[doc]
 	limit ratelimit.State
-	// gone is closed when the VM leaves the inventory, releasing a call
+	// gone fires when the VM leaves the inventory, releasing a call
 	// FirstCallDelay holds.
-	gone chan struct{}
+	gone signal.Signal
 }
 
-func newSlot() *slot { return &slot{gone: make(chan struct{})} }
+func newSlot() *slot { return new(slot) }
 
 // Routes of the request metrics: the route label's values.
 const (
@@ -141,7 +142,7 @@ func NewServer(eng *engine.Engine, log *slog.Logger) *Server {
 				r.forgetParts()
 			}
 			sl.doc.Store(r.render(v))
-		}, func(sl *slot) { close(sl.gone) })
+		}, func(sl *slot) { sl.gone.Fire() })
 	})
 
 	s.mux.HandleFunc("/metadata/scheduledevents", s.handleEvents)
@@ -392,7 +393,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		case <-t.C:
 		case <-s.closing:
 			t.Stop()
-		case <-sl.gone:
+		case <-sl.gone.C():
 			// The VM left the inventory while its call was held: the
 			// answer is the one its address gets now.
 			t.Stop()

@@ -25,6 +25,7 @@ import (
 
 	"github.com/forewarn/forewarn"
 	"github.com/forewarn/forewarn/internal/cow"
+	"github.com/forewarn/forewarn/internal/signal"
 )
 
 // retryDelay is how long a deadline whose store write failed waits
@@ -125,9 +126,9 @@ type View struct {
 	// own holds the visible events whose Resources name the VM; a VM has
 	// few, so a slice serves.
 	own []*forewarn.Event
-	// changed is made by the first Changed call, and closed (or set to
-	// closed) when a newer View replaces v: most views are never waited on.
-	changed atomic.Pointer[chan struct{}]
+	// changed fires when a newer View replaces v; its channel is made
+	// only if someone waits, and most views are never waited on.
+	changed signal.Signal
 }
 
 // Own reports whether ev, one of v.Events, names v's VM in its
@@ -135,31 +136,10 @@ type View struct {
 func (v *View) Own(ev *forewarn.Event) bool { return slices.Contains(v.own, ev) }
 
 // Changed returns a channel that is closed when a newer View replaces v.
-func (v *View) Changed() <-chan struct{} {
-	if p := v.changed.Load(); p != nil {
-		return *p
-	}
-	c := make(chan struct{})
-	if v.changed.CompareAndSwap(nil, &c) {
-		return c
-	}
-	return *v.changed.Load() // replaced, or another caller made it first
-}
+func (v *View) Changed() <-chan struct{} { return v.changed.C() }
 
-// closedChan is the channel of every View replaced before anyone asked.
-var closedChan = func() *chan struct{} {
-	c := make(chan struct{})
-	close(c)
-	return &c
-}()
-
-// replaced closes v's channel, or makes it a closed one: a newer View
-// replaces v.
-func (v *View) replaced() {
-	if p := v.changed.Swap(closedChan); p != nil && p != closedChan {
-		close(*p)
-	}
-}
+// replaced signals that a newer View replaces v.
+func (v *View) replaced() { v.changed.Fire() }
 
 // VMInfo is a VM with its current document state, for the operator.
 type VMInfo struct {

@@ -298,7 +298,7 @@ func (e *Engine) commitInventory(ctx context.Context, now time.Time, next *inven
 	for name := range e.moved(inv, next) {
 		touched[name] = true
 	}
-	incs := make(map[string]int64, len(touched)+len(defs))
+	incs := make(map[string]int64, len(touched))
 	for name := range touched {
 		if vm := next.vmNamed(name); vm != nil && vm.Provider == forewarn.Azure {
 			incs[name] = e.inc[name] + 1

@@ -33,6 +33,7 @@ func governMemory(ctx context.Context, headroom int) {
 		{Name: "/memory/classes/heap/released:bytes"},
 		{Name: "/memory/classes/heap/objects:bytes"},
 		{Name: "/gc/heap/live:bytes"},
+		{Name: "/memory/classes/heap/free:bytes"},
 	}
 	old := debug.SetMemoryLimit(-1)
 	defer debug.SetMemoryLimit(old)
@@ -40,7 +41,7 @@ func governMemory(ctx context.Context, headroom int) {
 	defer t.Stop()
 	for {
 		metrics.Read(samples)
-		var v [4]uint64
+		var v [5]uint64
 		ok := true
 		for i, s := range samples {
 			if s.Value.Kind() != metrics.KindUint64 {
@@ -49,8 +50,8 @@ func governMemory(ctx context.Context, headroom int) {
 			}
 			v[i] = s.Value.Uint64()
 		}
-		if total, released, objects, live := v[0], v[1], v[2], v[3]; ok && total >= released+objects {
-			limit := total - released - objects + live + uint64(headroom)<<20
+		if total, released, objects, live, free := v[0], v[1], v[2], v[3], v[4]; ok && total >= released+objects+free {
+			limit := total - released - objects - free + live + uint64(headroom)<<20
 			debug.SetMemoryLimit(int64(min(limit, uint64(old))))
 		}
 		select {

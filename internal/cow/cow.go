@@ -125,7 +125,7 @@ func (m *Map[K, V]) Apply(es []Entry[K, V]) {
 			counts[m.hash(e.Key)%Shards]++
 		}
 	}
-	var freshBlock uint64        // the blocks copied, by bit
+	var freshBlock uint64         // the blocks copied, by bit
 	var fresh [Shards / 64]uint64 // the shards copied, by bit
 	for _, e := range es {
 		h := m.hash(e.Key)
