@@ -9,7 +9,7 @@ import (
 )
 
 // DefaultMemoryHeadroom is Config.MemoryHeadroom's default, in MiB.
-const DefaultMemoryHeadroom = 160
+const DefaultMemoryHeadroom = 64
 
 // memoryEvery is how often the soft memory limit follows the live heap.
 const memoryEvery = 250 * time.Millisecond
