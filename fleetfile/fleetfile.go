@@ -124,24 +124,30 @@ func Load(path string) (*forewarn.Fleet, error) {
 // where the YAML decoder takes 1 s.
 func Parse(data []byte) (*forewarn.Fleet, error) {
 	var f file
-	if !decodeJSON(data, &f) && !decodeLines(data, &f) {
-		f = file{}
+	var p *parsed
+	switch {
+	case decodeJSON(data, &f):
+	case decodeLines(data, &f, newParsed(&p, items(data)).add):
+		// The VMs were checked as they were read.
+	default:
+		f, p = file{}, nil
 		if err := decodeYAML(data, &f); err != nil {
 			return nil, err
 		}
 	}
-	if len(f.VMs) == 0 {
+	if p == nil {
+		newParsed(&p, len(f.VMs))
+		for i := range f.VMs {
+			p.add(&f.VMs[i])
+		}
+	}
+	if p.n == 0 {
 		return nil, forewarn.Errorf(forewarn.EINVALID, "no VMs: the vms list is empty")
 	}
-	fleet := &forewarn.Fleet{VMs: make([]*forewarn.VM, 0, len(f.VMs))}
-	r := newRegistry(len(f.VMs))
-	for i := range f.VMs {
-		vm, err := vmOf(place{index: i}, &f.VMs[i], r)
-		if err != nil {
-			return nil, err
-		}
-		fleet.VMs = append(fleet.VMs, vm)
+	if p.err != nil {
+		return nil, p.err
 	}
+	fleet := p.fleet
 	sets := map[string]int{}
 	for i := range f.ScaleSets {
 		s, err := scaleSetOf(i, &f.ScaleSets[i], sets)
@@ -151,6 +157,37 @@ func Parse(data []byte) (*forewarn.Fleet, error) {
 		fleet.ScaleSets = append(fleet.ScaleSets, s)
 	}
 	return fleet, nil
+}
+
+// parsed collects the VMs of a fleet document as their entries are read:
+// the first entry's error, if any, and the VMs before it.
+type parsed struct {
+	fleet *forewarn.Fleet
+	r     *registry
+	n     int // entries read
+	err   error
+}
+
+// newParsed sets *p to a new parsed with room for n VMs, and returns it.
+func newParsed(p **parsed, n int) *parsed {
+	*p = &parsed{fleet: &forewarn.Fleet{VMs: make([]*forewarn.VM, 0, n)}, r: newRegistry(n)}
+	return *p
+}
+
+// add checks the next entry, e, as a fleet file checks a VM, after the
+// entries before it. After an error it only counts.
+func (p *parsed) add(e *vmEntry) {
+	i := p.n
+	p.n++
+	if p.err != nil {
+		return
+	}
+	vm, err := vmOf(place{index: i}, e, p.r)
+	if err != nil {
+		p.err = err
+		return
+	}
+	p.fleet.VMs = append(p.fleet.VMs, vm)
 }
 
 // decodeYAML decodes data, one YAML document, into f, refusing unknown

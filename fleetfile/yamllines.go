@@ -32,8 +32,10 @@ import (
 //   - only characters YAML allows, and no tab.
 
 // decodeLines decodes data into f and reports whether it did, when data
-// is a fleet file in the part of YAML described above.
-func decodeLines(data []byte, f *file) bool {
+// is a fleet file in the part of YAML described above. With eachVM set,
+// the VM entries go to eachVM as they are read rather than into f; when
+// decodeLines then reports false, eachVM may have seen some of them.
+func decodeLines(data []byte, f *file, eachVM func(*vmEntry)) bool {
 	if !yamlChars(data) {
 		return false
 	}
@@ -59,11 +61,11 @@ func decodeLines(data []byte, f *file) bool {
 		}
 		switch key {
 		case "vms":
-			if out.VMs, ok = list[vmEntry](&d, vmFields, empty, items(data)); !ok {
+			if out.VMs, ok = list(&d, vmFields, empty, items(data), eachVM); !ok {
 				return false
 			}
 		case "scaleSets":
-			if out.ScaleSets, ok = list[scaleSetEntry](&d, scaleSetFields, empty, 0); !ok {
+			if out.ScaleSets, ok = list[scaleSetEntry](&d, scaleSetFields, empty, 0, nil); !ok {
 				return false
 			}
 		default:
@@ -204,11 +206,15 @@ func items(data []byte) int {
 // column 0, making room for size items at once (growing the list copies
 // every entry again); empty means the key said [] and no item may
 // follow.
-func list[T any](d *lines, fs *fields, empty bool, size int) ([]T, bool) {
+// With each set, list hands each item to each as it is read, in one
+// entry it reuses, and keeps none: a big document's entries are never
+// all held at once.
+func list[T any](d *lines, fs *fields, empty bool, size int, each func(*T)) ([]T, bool) {
 	var out []T
 	if empty {
 		out = []T{}
 	}
+	var cur *T
 	col := -1
 	for d.next() {
 		if d.indent == 0 && d.line[0] != '-' {
@@ -219,20 +225,29 @@ func list[T any](d *lines, fs *fields, empty bool, size int) ([]T, bool) {
 			return nil, false
 		}
 		col = d.indent
-		if out == nil {
+		switch {
+		case each != nil && cur == nil:
+			cur = new(T)
+		case each != nil:
+			*cur = *new(T)
+		case out == nil:
 			out = make([]T, 0, max(size, 1))
 		}
-		out = append(out, *new(T))
-		e := reflect.ValueOf(&out[len(out)-1]).Elem()
+		if each == nil {
+			out = append(out, *new(T))
+			cur = &out[len(out)-1]
+		}
+		e := reflect.ValueOf(cur).Elem()
 		item := bytes.TrimLeft(d.line[2:], " ")
 		if len(item) > 0 && item[0] == '{' {
 			if !flowEntry(item, e, fs) {
 				return nil, false
 			}
-			continue
-		}
-		if !blockEntry(d, col+len(d.line)-len(item), item, e, fs) {
+		} else if !blockEntry(d, col+len(d.line)-len(item), item, e, fs) {
 			return nil, false
+		}
+		if each != nil {
+			each(cur)
 		}
 	}
 	return out, true
