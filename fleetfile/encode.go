@@ -97,18 +97,31 @@ func scaleSetEntryOf(s *forewarn.ScaleSet, full bool) scaleSetEntry {
 // checkVM checks that the entry of vm, at p, gives vm: that a fleet file
 // can define it. r is as for vmOf.
 func checkVM(p place, vm *forewarn.VM, r *registry) error {
+	var got forewarn.VM
+	return checkVMInto(&got, p, vm, r)
+}
+
+// checkVMInto is checkVM with got, which it overwrites, for the VM the
+// entry gives: a check of a whole fleet reuses one. It returns the entry.
+func checkVMInto(got *forewarn.VM, p place, vm *forewarn.VM, r *registry) error {
+	_, err := checkedEntry(got, p, vm, r)
+	return err
+}
+
+// checkedEntry returns vm's fleet file entry once it gives vm back (see
+// checkVM), with got as checkVMInto uses it.
+func checkedEntry(got *forewarn.VM, p place, vm *forewarn.VM, r *registry) (vmEntry, error) {
 	if vm == nil {
-		return forewarn.Errorf(forewarn.EINVALID, "%s: the VM is missing (nil)", p)
+		return vmEntry{}, forewarn.Errorf(forewarn.EINVALID, "%s: the VM is missing (nil)", p)
 	}
 	e := entryOf(vm, false)
-	got, err := vmOf(p, &e, r)
-	if err != nil {
-		return err
+	if err := vmInto(got, p, &e, r); err != nil {
+		return vmEntry{}, err
 	}
 	if *got != *vm {
-		return forewarn.Errorf(forewarn.EINVALID, "%s: no fleet file entry gives this VM: %s", p.named(vm.Name), difference(*vm, *got))
+		return vmEntry{}, forewarn.Errorf(forewarn.EINVALID, "%s: no fleet file entry gives this VM: %s", p.named(vm.Name), difference(*vm, *got))
 	}
-	return nil
+	return e, nil
 }
 
 // checkScaleSet checks that the entry of s, the i-th scale set, gives s.
@@ -164,8 +177,9 @@ func show(v any) string {
 // empty, a fleet file may not.
 func Check(f *forewarn.Fleet) error {
 	r := newRegistry(len(f.VMs))
+	var got forewarn.VM
 	for i, vm := range f.VMs {
-		if err := checkVM(place{index: i}, vm, r); err != nil {
+		if err := checkVMInto(&got, place{index: i}, vm, r); err != nil {
 			return err
 		}
 	}
@@ -217,18 +231,28 @@ func CheckVM(f *forewarn.Fleet, vm *forewarn.VM) error {
 // in f's order. A fleet Check refuses is refused with Check's message;
 // a fleet with no VMs is written, though Parse refuses it.
 func Encode(f *forewarn.Fleet) ([]byte, error) {
-	if err := Check(f); err != nil {
-		return nil, err
-	}
+	// Each VM is checked as it is written, as Check would in its
+	// order: one pass, and one entry a VM.
 	b := make([]byte, 0, 64+96*len(f.VMs))
 	if len(f.VMs) == 0 {
 		b = append(b, "vms: []\n"...)
 	} else {
 		b = append(b, "vms:\n"...)
 	}
-	for _, vm := range f.VMs {
-		e := entryOf(vm, false)
+	r := newRegistry(len(f.VMs))
+	var got forewarn.VM
+	for i, vm := range f.VMs {
+		e, err := checkedEntry(&got, place{index: i}, vm, r)
+		if err != nil {
+			return nil, err
+		}
 		b = appendEntry(append(b, "  - "...), reflect.ValueOf(&e).Elem(), vmKeys)
+	}
+	sets := map[string]int{}
+	for i, s := range f.ScaleSets {
+		if err := checkScaleSet(i, s, sets); err != nil {
+			return nil, err
+		}
 	}
 	if len(f.ScaleSets) > 0 {
 		b = append(b, "scaleSets:\n"...)

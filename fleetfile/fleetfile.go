@@ -311,23 +311,34 @@ func (r *registry) instance(p place, id string) error {
 // may not reuse a name, address or EC2 instance ID r holds, and claims
 // its own.
 func vmOf(p place, e *vmEntry, r *registry) (*forewarn.VM, error) {
+	vm := new(forewarn.VM)
+	if err := vmInto(vm, p, e, r); err != nil {
+		return nil, err
+	}
+	return vm, nil
+}
+
+// vmInto is vmOf into vm, which it overwrites whole: a caller that only
+// checks reuses one VM.
+func vmInto(vm *forewarn.VM, p place, e *vmEntry, r *registry) error {
+	*vm = forewarn.VM{}
 	if e.Name == "" {
-		return nil, forewarn.Errorf(forewarn.EINVALID, "%s: name is required", p)
+		return forewarn.Errorf(forewarn.EINVALID, "%s: name is required", p)
 	}
 	if err := visible(place{index: p.index, name: e.Name, quote: true}, e); err != nil {
-		return nil, err
+		return err
 	}
 	where := p.named(e.Name)
 	if strings.ContainsAny(e.Name, " \t\r\n,/\"\\") {
-		return nil, forewarn.Errorf(forewarn.EINVALID, "%s: name may not contain spaces, commas, slashes, quotes or backslashes", where)
+		return forewarn.Errorf(forewarn.EINVALID, "%s: name may not contain spaces, commas, slashes, quotes or backslashes", where)
 	}
 	if r != nil {
 		if j, dup := r.names[e.Name]; dup {
-			return nil, forewarn.Errorf(forewarn.EINVALID, "%s: name is already used by vms[%d]", where, j)
+			return forewarn.Errorf(forewarn.EINVALID, "%s: name is already used by vms[%d]", where, j)
 		}
 		r.names[e.Name] = p.index
 	}
-	vm := &forewarn.VM{Name: e.Name, Provider: forewarn.Azure}
+	vm.Name, vm.Provider = e.Name, forewarn.Azure
 	switch strings.ToLower(e.Provider) {
 	case "", "azure":
 	case "gce":
@@ -335,38 +346,38 @@ func vmOf(p place, e *vmEntry, r *registry) (*forewarn.VM, error) {
 	case "aws":
 		vm.Provider = forewarn.AWS
 	default:
-		return nil, forewarn.Errorf(forewarn.EINVALID, "%s: provider %q is not azure, gce or aws", where, e.Provider)
+		return forewarn.Errorf(forewarn.EINVALID, "%s: provider %q is not azure, gce or aws", where, e.Provider)
 	}
 	if e.IP == "" {
-		return nil, forewarn.Errorf(forewarn.EINVALID, "%s: ip is required", where)
+		return forewarn.Errorf(forewarn.EINVALID, "%s: ip is required", where)
 	}
 	var ip netip.Addr
 	if e.IP != anyIP {
 		var err error
 		ip, err = netip.ParseAddr(e.IP)
 		if err != nil {
-			return nil, forewarn.Errorf(forewarn.EINVALID, "%s: ip %q is not an IP address (or any)", where, e.IP)
+			return forewarn.Errorf(forewarn.EINVALID, "%s: ip %q is not an IP address (or any)", where, e.IP)
 		}
 		ip = ip.Unmap()
 		if why := notSource(ip); why != "" {
-			return nil, forewarn.Errorf(forewarn.EINVALID, "%s: ip %s is %s; no request comes from it", where, ip, why)
+			return forewarn.Errorf(forewarn.EINVALID, "%s: ip %s is %s; no request comes from it", where, ip, why)
 		}
 	}
 	if r != nil {
 		if err := r.addr(where, ip, vm.Provider); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	vm.IP = ip
 	if err := providerKeys(where, e, vm); err != nil {
-		return nil, err
+		return err
 	}
 	if r != nil && vm.Provider == forewarn.AWS {
 		if err := r.instance(where, vm.InstanceID); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return vm, nil
+	return nil
 }
 
 // scaleSetOf checks the scale set entry e, the i-th of the file, and
