@@ -334,8 +334,14 @@ type Stats struct {
 // Stats returns a copy of vm's accumulators, and whether h has vm (a VM
 // of the inventory).
 func (h *History) Stats(vm string) (Stats, bool) {
-	rg, g := h.ring(vm)
-	if rg == nil || !rg.lock(g) {
+	rg, g, ok := h.ring(vm)
+	if !ok {
+		return Stats{}, false
+	}
+	if rg == nil {
+		return Stats{}, true // no request yet
+	}
+	if !rg.lock(g) {
 		return Stats{}, false
 	}
 	st := rg.st
