@@ -6,3 +6,10 @@ func (h *History) Allocated() int {
 	defer h.mu.Unlock()
 	return h.allocated
 }
+
+// FreeRings returns how many rings h holds for VMs to come.
+func (h *History) FreeRings() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.free)
+}

@@ -2,15 +2,16 @@
 // requests: when, which API and path, the status, the latency, how a
 // long-poll ended and which events a request approved.
 //
-// The rings follow the inventory (History.Follow): a VM gets a ring when
-// it joins (its request slots when it first calls) and leaves it when
-// it goes, for a VM added later to reuse
-// once the requests in flight are done, so that memory follows the
-// largest fleet held, not the VMs that came and went. A VM's ring is
-// found by name without a lock, and recording a request into it
-// allocates nothing: paths and api-versions are kept as indexes into a
-// small, bounded table of the strings seen, and each VM has its own
-// lock, so VMs never contend.
+// The rings follow the inventory (History.Follow): a VM of the inventory
+// gets a ring when it first calls, so that a VM that never calls costs
+// little more than its name's entry, and leaves it when it goes, for
+// another VM's first call to reuse once the requests in flight are
+// done, so that memory follows the largest fleet that called, not the
+// VMs that came and went. A VM's ring is found by name without a lock,
+// and recording a request into it allocates nothing once it has one:
+// paths and api-versions are kept as indexes into a small, bounded
+// table of the strings seen, and each VM has its own lock, so VMs never
+// contend.
 //
 // Beside each ring, a VM has fixed-size Stats: counts and times of what
 // its client did while in the inventory (how often it called, gaps
@@ -306,11 +307,19 @@ func NameOf(vm *forewarn.VM) string {
 
 // Start begins recording a request of vm answered through w: serve it
 // through the returned writer and pass that to Done. When h is nil or vm
-// is not in the inventory it returns w, and Done records nothing.
+// is not in the inventory it returns w, and Done records nothing. A VM's
+// first request gives it its ring, which keeps vm as the VM's name (pass
+// the inventory's string, not a request's), and may allocate; later
+// ones do not.
 func (h *History) Start(w http.ResponseWriter, vm string) http.ResponseWriter {
-	rg, g := h.ring(vm)
-	if rg == nil {
+	rg, g, ok := h.ring(vm)
+	if !ok {
 		return w
+	}
+	if rg == nil {
+		if rg, g = h.first(vm); rg == nil {
+			return w // vm left the inventory since the lookup
+		}
 	}
 	before, ok := rg.join(g)
 	if !ok {
@@ -356,12 +365,6 @@ func (h *History) Done(w http.ResponseWriter, api API, method, path, version str
 	}
 	rg := hw.ring
 	rg.mu.Lock()
-	if rg.slots == nil && h.size > 0 {
-		// A VM's slots are made at its first request, not when it joins
-		// the inventory: VMs that never call cost no ring, and a fleet
-		// registered all at once does not pay for all of them at once.
-		rg.slots = make([]slot, h.size)
-	}
 	if len(rg.slots) > 0 {
 		rg.slots[rg.n%uint64(len(rg.slots))] = s
 		rg.n++
@@ -379,15 +382,20 @@ func (h *History) Done(w http.ResponseWriter, api API, method, path, version str
 	}
 	*hw = Writer{}
 	rg.w.Store(hw)
-	rg.leave() // the ring may be reused from now on
+	if rg.leave() { // the ring may be reused from now on
+		h.release(rg) // its VM left the inventory meanwhile
+	}
 }
 
 // Entries returns vm's recorded requests, newest first, and whether h
 // has vm (a VM of the inventory).
 func (h *History) Entries(vm string) ([]Entry, bool) {
-	rg, g := h.ring(vm)
-	if rg == nil {
+	rg, g, ok := h.ring(vm)
+	if !ok {
 		return nil, false
+	}
+	if rg == nil {
+		return []Entry{}, true // no request yet
 	}
 	size := uint64(len(rg.slots))
 	buf := make([]slot, size)

@@ -9,13 +9,14 @@ import (
 	"github.com/forewarn/forewarn/internal/cow"
 )
 
-// ring is one VM's recent requests and its Stats. A ring outlives its
-// VM: once the VM leaves the inventory and its last request is done, the
-// ring is reset and serves a VM added later (see History.Apply).
+// ring is one VM's recent requests and its Stats, made at the VM's
+// first request. A ring outlives its VM: once the VM leaves the
+// inventory and its last request is done, the ring is freed, and reset
+// for the next VM to make its first request.
 type ring struct {
 	mu    sync.Mutex
 	n     uint64 // requests recorded
-	slots []slot // made at the VM's first request; empty when none are kept
+	slots []slot // made with the ring, never changed; empty when none are kept
 	st    stats  // guarded by mu
 	// name is the VM's. It changes only when the ring is reused, while
 	// no request holds it.
@@ -52,30 +53,45 @@ func gen(state uint64) uint32 { return uint32(state >> genShift) }
 // inflight returns the requests being answered in a ring state.
 func inflight(state uint64) int { return int(state & inflightMask) }
 
-// member is a VM's place in History.rings: its ring, of the generation
-// the VM has it in.
+// cell is a VM's place in History.rings, 8 bytes: its ring once it has
+// made a request. Its member is nil until then, and left once the VM
+// has left the inventory; it is set under History.mu, and read without
+// a lock.
+type cell struct {
+	m atomic.Pointer[member]
+}
+
+// member is a VM's ring, of the generation the VM has it in. It does
+// not change once set in a cell.
 type member struct {
 	r   *ring
 	gen uint32
 }
 
-// chunkRings is the most rings allocated together: a VM added alone
-// costs one ring, and 100,000 VMs added together 98 chunks, not 100,000
-// allocations.
-const chunkRings = 1024
+// left is the member of every VM that left the inventory: it has no
+// ring, and gets none.
+var left = new(member)
 
-// History holds the rings of the VMs of a changing inventory: a VM added
-// gets a ring, taken from those of VMs that left when one is free, and a
-// VM removed leaves its ring to be reused. A nil *History records
-// nothing.
+// chunkCells is the most cells allocated together: 100,000 VMs added
+// together cost 782 allocations, not 100,000, and a VM that outlives the
+// others added with it keeps at most 1 KB of cells.
+const chunkCells = 128
+
+// History holds the rings of the VMs of a changing inventory: a VM gets
+// a ring at its first request, taken from those of VMs that left when
+// one is free, and a VM removed leaves its ring to be reused. A VM that
+// never calls costs its name's entry and a cell, no ring. A nil
+// *History records nothing.
 type History struct {
 	size int
-	// rings finds a VM's ring by name, without a lock.
-	rings *cow.Map[string, member]
-	// mu serializes Apply: it guards free and allocated.
+	// rings finds a VM's cell, and through it its ring, by name without
+	// a lock.
+	rings *cow.Map[string, *cell]
+	// mu serializes Apply and the setting of cells: it guards free and
+	// allocated.
 	mu sync.Mutex
-	// free holds the rings of VMs that left the inventory, to be reused
-	// once no request holds them; allocated counts every ring made.
+	// free holds the rings of VMs that left the inventory that no request
+	// holds, to be reused; allocated counts every ring made.
 	free      []*ring
 	allocated int
 	// strs is the table of paths and api-versions; its map is replaced,
@@ -95,7 +111,7 @@ type table struct {
 // names to begin with (see Apply and Follow for the others). A size of
 // 0 or less keeps no requests, only the Stats.
 func New(names []string, size int) *History {
-	h := &History{size: min(max(size, 0), MaxSize), rings: cow.New[string, member](cow.String)}
+	h := &History{size: min(max(size, 0), MaxSize), rings: cow.New[string, *cell](cow.String)}
 	h.marks.m = map[string]*Mark{}
 	h.strs.Store(&table{ids: map[string]uint16{}, strs: []string{"", "(other)"}})
 	h.Apply(names, nil)
@@ -129,78 +145,118 @@ func (h *History) Follow(eng *engine.Engine) {
 }
 
 // Apply drops the VMs named removed, then adds those named added, each
-// with a ring and Stats of its own that start empty, even for a VM that
-// had one before it was removed. Names already present are left as they
-// are, and so are names removed that h does not have. A removed VM's
-// ring is reused for a VM added, in this Apply or a later one, once its
-// requests in flight are done; new rings are allocated in chunks of up
-// to 1024.
+// with Stats of its own that start empty, even for a VM that had some
+// before it was removed. Names already present are left as they are,
+// and so are names removed that h does not have. A VM added gets its
+// ring at its first request (see Start); a removed VM's ring is reused
+// for a VM that makes its first request later, once the removed VM's
+// requests in flight are done.
 func (h *History) Apply(added, removed []string) {
 	if h == nil || len(added) == 0 && len(removed) == 0 {
 		return
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	es := make([]cow.Entry[string, member], 0, len(added)+len(removed))
+	es := make([]cow.Entry[string, *cell], 0, len(added)+len(removed))
 	dropped := make(map[string]bool, len(removed))
 	for _, name := range removed {
-		m, ok := h.rings.Load(name)
+		c, ok := h.rings.Load(name)
 		if !ok || dropped[name] {
 			continue
 		}
 		dropped[name] = true
-		m.r.state.Or(retired) // no request of m's VM joins it from now on
-		h.free = append(h.free, m.r)
-		es = append(es, cow.Entry[string, member]{Key: name, Delete: true})
+		// No request of the VM gets a ring, or joins the one it has,
+		// from now on.
+		if m := c.m.Swap(left); m != nil {
+			h.retire(m.r)
+		}
+		es = append(es, cow.Entry[string, *cell]{Key: name, Delete: true})
 	}
-	var names []string
-	seen := make(map[string]bool, len(added))
-	for _, name := range added {
-		if _, ok := h.rings.Load(name); ok && !dropped[name] || seen[name] {
+	var cells []cell
+	for i, name := range added {
+		// A name added twice gets two cells, the second kept: both empty.
+		if _, ok := h.rings.Load(name); ok && !dropped[name] {
 			continue
 		}
-		seen[name] = true
-		names = append(names, name)
-	}
-	for i, r := range h.take(len(names)) {
-		g := r.reset(names[i])
-		es = append(es, cow.Entry[string, member]{Key: names[i], Value: member{r: r, gen: g}})
+		if len(cells) == 0 {
+			cells = make([]cell, min(len(added)-i, chunkCells))
+		}
+		es = append(es, cow.Entry[string, *cell]{Key: name, Value: &cells[0]})
+		cells = cells[1:]
 	}
 	h.rings.Apply(es)
 }
 
-// take returns n rings for new VMs: free rings no request holds, and
-// new ones for the rest. h.mu is held.
-func (h *History) take(n int) []*ring {
+// retire marks r, the ring of a VM that left the inventory, so that no
+// request joins it, and frees it when no request holds it; else the
+// last request to leave it frees it (see release). h.mu is held.
+func (h *History) retire(r *ring) {
+	if inflight(r.state.Or(retired)) == 0 {
+		h.free = append(h.free, r)
+	}
+}
+
+// release frees r, retired, once its last request has left it.
+func (h *History) release(r *ring) {
+	h.mu.Lock()
+	h.free = append(h.free, r)
+	h.mu.Unlock()
+}
+
+// first gives vm, of the inventory, its ring at its first request, and
+// returns it and its generation, or nil when vm has left the inventory.
+// It takes a free ring, or makes one, and sets it in vm's cell unless
+// another request did first, or vm has left since; then the ring goes
+// back to the free ones. The ring is reset, or made, outside h.mu, so
+// that many VMs calling for the first time at once queue only for a
+// few pointer moves each.
+func (h *History) first(vm string) (*ring, uint32) {
+	h.mu.Lock()
+	r := h.pop()
+	h.mu.Unlock()
+	made := r == nil
+	if made {
+		r = new(ring)
+		if h.size > 0 {
+			r.slots = make([]slot, h.size)
+		}
+	}
+	g := r.reset(vm) // no one else holds r: it is in no cell, retired or new
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if made {
+		h.allocated++
+	}
+	// Under h.mu, the map is current: a cell in it is never left (Apply
+	// marks a cell left and drops it in one critical section).
+	c, ok := h.rings.Load(vm)
+	if !ok {
+		h.retire(r)
+		return nil, 0
+	}
+	if m := c.m.Load(); m != nil {
+		h.retire(r) // another request of vm set its ring first
+		return m.r, m.gen
+	}
+	c.m.Store(&member{r: r, gen: g})
+	return r, g
+}
+
+// pop returns a free ring, or nil. h.mu is held.
+func (h *History) pop() *ring {
+	n := len(h.free)
 	if n == 0 {
 		return nil
 	}
-	out := make([]*ring, 0, n)
-	kept := h.free[:0]
-	for _, r := range h.free {
-		if len(out) == n || inflight(r.state.Load()) > 0 {
-			kept = append(kept, r)
-			continue
-		}
-		out = append(out, r)
-	}
-	clear(h.free[len(kept):])
-	h.free = kept
-	for len(out) < n {
-		k := min(n-len(out), chunkRings)
-		chunk := make([]ring, k)
-		for i := range chunk {
-			chunk[i].state.Store(retired)
-			out = append(out, &chunk[i])
-		}
-		h.allocated += k
-	}
-	return out
+	r := h.free[n-1]
+	h.free[n-1] = nil
+	h.free = h.free[:n-1]
+	return r
 }
 
-// reset empties r, retired with no request in flight, for the VM named
-// name, and returns its new generation. A request that looked r up
-// before sees another generation, and leaves it alone.
+// reset empties r, retired or new, with no request in flight, for the
+// VM named name, and returns its new generation. A request that looked
+// r up before sees another generation, and leaves it alone.
 func (r *ring) reset(name string) uint32 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -217,16 +273,25 @@ func (r *ring) reset(name string) uint32 {
 	return g
 }
 
-// ring returns vm's ring and the generation vm has it in, or nil.
-func (h *History) ring(vm string) (*ring, uint32) {
+// ring returns vm's ring and the generation vm has it in, and whether
+// vm is in the inventory: a nil ring and true for a VM that has made no
+// request yet.
+func (h *History) ring(vm string) (*ring, uint32, bool) {
 	if h == nil {
-		return nil, 0
+		return nil, 0, false
 	}
-	m, ok := h.rings.Load(vm)
+	c, ok := h.rings.Load(vm)
 	if !ok {
-		return nil, 0
+		return nil, 0, false
 	}
-	return m.r, m.gen
+	switch m := c.m.Load(); m {
+	case nil:
+		return nil, 0, true
+	case left: // vm left the inventory since the lookup
+		return nil, 0, false
+	default:
+		return m.r, m.gen, true
+	}
 }
 
 // join counts a request in flight on r, of generation g, and returns
@@ -244,8 +309,12 @@ func (r *ring) join(g uint32) (int, bool) {
 	}
 }
 
-// leave counts a request done.
-func (r *ring) leave() { r.state.Add(^uint64(0)) }
+// leave counts a request done, and reports whether it was the last
+// request on r, retired: r may be freed.
+func (r *ring) leave() bool {
+	s := r.state.Add(^uint64(0))
+	return s&retired != 0 && inflight(s) == 0
+}
 
 // lock locks r, when it is still of generation g, and reports whether
 // it did.
@@ -264,7 +333,7 @@ func (h *History) Names() []string {
 		return nil
 	}
 	out := make([]string, 0, h.rings.Len())
-	h.rings.Range(func(name string, _ member) bool {
+	h.rings.Range(func(name string, _ *cell) bool {
 		out = append(out, name)
 		return true
 	})

@@ -43,17 +43,18 @@ const eventsPath = "/metadata/scheduledevents"
 // stats is one VM's accumulators: fixed size, updated in constant time
 // under its ring's lock. Times are Unix nanoseconds, 0 for never.
 type stats struct {
-	api                 API
-	requests            uint64
-	first, last         int64 // starts of the first and the latest request
-	maxGap, maxGapEnd   int64
-	maxPend, maxPendEnd int64
-	slow                uint64
-	noHeader, throttled uint64
-	versions            [maxVersions]struct {
-		id uint16
-		n  uint64
-	}
+	api API
+	// versionIDs are the table ids of the api-versions counted (0: none
+	// yet), and versions their counts, kept apart to pack: a ring fits
+	// the 352-byte size class.
+	versionIDs            [maxVersions]uint16
+	requests              uint64
+	first, last           int64 // starts of the first and the latest request
+	maxGap, maxGapEnd     int64
+	maxPend, maxPendEnd   int64
+	slow                  uint64
+	noHeader, throttled   uint64
+	versions              [maxVersions]uint64
 	otherVersions         uint64
 	foreign, late         uint64
 	lastForeign, lastLate *Mark
@@ -197,11 +198,10 @@ func (st *stats) add(hw *Writer, api API, code int, start, end int64, version ui
 
 // addVersion counts a request at the api-version of table id.
 func (st *stats) addVersion(id uint16) {
-	for i := range st.versions {
-		v := &st.versions[i]
-		if v.id == id || v.id == 0 {
-			v.id = id
-			v.n++
+	for i, v := range st.versionIDs {
+		if v == id || v == 0 {
+			st.versionIDs[i] = id
+			st.versions[i]++
 			return
 		}
 	}
@@ -334,8 +334,14 @@ type Stats struct {
 // Stats returns a copy of vm's accumulators, and whether h has vm (a VM
 // of the inventory).
 func (h *History) Stats(vm string) (Stats, bool) {
-	rg, g := h.ring(vm)
-	if rg == nil || !rg.lock(g) {
+	rg, g, ok := h.ring(vm)
+	if !ok {
+		return Stats{}, false
+	}
+	if rg == nil {
+		return Stats{}, true // no request yet
+	}
+	if !rg.lock(g) {
 		return Stats{}, false
 	}
 	st := rg.st
@@ -358,9 +364,9 @@ func (h *History) Stats(vm string) (Stats, bool) {
 		MaintenanceLongPolls: uint64(maintPolls), HeldLongPolls: int(max(held, 0)),
 		OtherVersions: st.otherVersions, ForeignApprovals: st.foreign, LateApprovals: st.late,
 	}
-	for _, v := range st.versions {
-		if v.id != 0 && int(v.id) < len(t.strs) {
-			out.APIVersions = append(out.APIVersions, VersionCount{Version: t.strs[v.id], Requests: v.n})
+	for i, id := range st.versionIDs {
+		if id != 0 && int(id) < len(t.strs) {
+			out.APIVersions = append(out.APIVersions, VersionCount{Version: t.strs[id], Requests: st.versions[i]})
 		}
 	}
 	if st.lastForeign != nil {

@@ -224,7 +224,7 @@ func newServer(ctx context.Context, cfg Config) (_ *Server, err error) {
 	s.ec2.SetRateLimit(cfg.AWSRateLimit)
 	s.ec2.SetMetrics(s.mets)
 	s.hist = history.New(nil, cfg.RequestHistory)
-	s.hist.Follow(s.eng) // a ring per VM of the inventory, as it changes
+	s.hist.Follow(s.eng) // each VM of the inventory, as it changes; a ring at its first request
 	s.az.SetHistory(s.hist)
 	s.gc.SetHistory(s.hist)
 	s.ec2.SetHistory(s.hist)
