@@ -215,7 +215,14 @@ func (s *Server) handleApplyFleet(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	doc, err := fleetfile.Parse(body)
+	// A VM the inventory holds as it is is kept as the inventory's: an
+	// apply that repeats most of the fleet holds one copy of it.
+	doc, err := fleetfile.ParseKeeping(body, func(vm *forewarn.VM) *forewarn.VM {
+		if cur := s.eng.VMNamed(vm.Name); cur != nil && *cur == *vm {
+			return cur
+		}
+		return vm
+	})
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -23,7 +23,10 @@ const (
 	// changed, half of them pruned.
 	ApplyTarget = 3 * time.Second
 	// RSSTarget bounds the server's resident growth, in bytes (200 MB),
-	// while 100,000 VMs are applied, changed, put to and pruned.
+	// for the apply of N VMs into an empty store (issue 23: "the
+	// server's RSS growth under 200 MB for the 100,000"). The peak over
+	// the whole run, with the second apply, the PUTs and the prune, is
+	// reported beside it.
 	RSSTarget = 200_000_000
 	// PUTTarget bounds the p99 of a single PUT /v1/vms/{name}.
 	PUTTarget = 5 * time.Millisecond
@@ -89,13 +92,15 @@ type InventoryRun struct {
 	// PUT is the sequential single-VM PUTs, made between Change and
 	// Prune, with N VMs in the inventory.
 	PUT PUTStep `json:"put"`
-	// RSSStart is the server's resident memory before the first apply,
-	// and PeakGrowth the highest resident memory above it during any
-	// measured step (VmHWM, reset before each); RSSMet whether that
-	// growth is within the target.
-	RSSStart   int64 `json:"rssStart"`
-	PeakGrowth int64 `json:"peakGrowth"`
-	RSSMet     bool  `json:"rssMet"`
+	// RSSStart is the server's resident memory before the first apply;
+	// ApplyGrowth the highest resident memory above it during the apply
+	// of N (its dry run and the apply: VmHWM, reset before the step),
+	// and PeakGrowth during any measured step; RSSMet whether
+	// ApplyGrowth is within the target.
+	RSSStart    int64 `json:"rssStart"`
+	ApplyGrowth int64 `json:"applyGrowth"`
+	PeakGrowth  int64 `json:"peakGrowth"`
+	RSSMet      bool  `json:"rssMet"`
 }
 
 // ApplyStep is one POST /v1/fleet/apply, timed from the request until
@@ -321,8 +326,9 @@ func inventoryRun(ctx context.Context, cfg InventoryConfig, n int) (*InventoryRu
 	if err := s.apply(ctx, cfg, "prune", &r.Prune, doc, true, [3]int{0, 0, n - keep}, keep+seedVMs+len(f.puts)); err != nil {
 		return nil, fmt.Errorf("prune: %w", err)
 	}
+	r.ApplyGrowth = r.Apply.RSSPeak - r.RSSStart
 	r.PeakGrowth = max(r.Apply.RSSPeak, r.Change.RSSPeak, r.PUT.RSSPeak, r.Prune.RSSPeak) - r.RSSStart
-	r.RSSMet = r.PeakGrowth <= RSSTarget
+	r.RSSMet = r.ApplyGrowth <= RSSTarget
 	return r, nil
 }
 

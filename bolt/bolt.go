@@ -381,6 +381,7 @@ func (s *Store) Load(ctx context.Context) (*forewarn.State, error) {
 	if err != nil {
 		return nil, s.wrap("load", err)
 	}
+	releaseMapping(s.db) // it read the whole file
 	return st, nil
 }
 
@@ -539,11 +540,19 @@ func (s *Store) Commit(ctx context.Context, c *forewarn.Change) (int64, error) {
 	if err != nil {
 		return 0, s.wrap("commit", err)
 	}
+	if len(defNames)+len(c.Events)+len(c.Deletes)+len(incNames)+len(vmRecords) >= releaseAfter {
+		releaseMapping(s.db)
+	}
 
 	u.Revision = rev - 1
 	s.log.Append(&forewarn.Update{Revision: rev, Change: u})
 	return rev, nil
 }
+
+// releaseAfter is how many keys a commit writes before the store drops
+// the pages it read from the process (releaseMapping): a commit of a few
+// keys reads a few pages.
+const releaseAfter = 100
 
 // putBatch puts the value of each of names, sorted, from b into bucket,
 // and deletes the key of each whose value is empty (a removal).

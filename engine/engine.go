@@ -1040,7 +1040,7 @@ func (e *Engine) commitAs(ctx context.Context, now time.Time, changed []*forewar
 	incs := make(map[string]int64, len(touched))
 	for name := range touched {
 		if vm := e.vm(name); vm != nil && vm.Provider == forewarn.Azure {
-			incs[name] = e.inc[name] + 1
+			incs[name] = e.incOf(name) + 1
 		}
 	}
 	covered, err := e.write(ctx, &forewarn.Change{Events: changed, Incarnations: incs, VMs: vms, Fence: fence})
@@ -1096,11 +1096,16 @@ func (e *Engine) touchedBy(changed []*forewarn.Event) map[string]bool {
 	return touched
 }
 
+// incOf returns the DocumentIncarnation of the VM named name. The first,
+// 1, is not kept: e.inc holds the VMs whose documents changed, not the
+// fleet. e.mu must be held.
+func (e *Engine) incOf(name string) int64 { return max(e.inc[name], 1) }
+
 // buildView assembles vm's current view from its own events and those
 // of the scope groups it belongs to. e.mu must be held, or the engine not
 // yet shared.
 func (e *Engine) buildView(vm *forewarn.VM) *View {
-	v := &View{VM: vm, Incarnation: e.inc[vm.Name]}
+	v := &View{VM: vm, Incarnation: e.incOf(vm.Name)}
 	shared := false
 	for _, g := range e.cur().peersOf(vm.Name) {
 		if len(g) > 1 {

@@ -301,18 +301,19 @@ func (e *Engine) commitInventory(ctx context.Context, now time.Time, next *inven
 	incs := make(map[string]int64, len(touched))
 	for name := range touched {
 		if vm := next.vmNamed(name); vm != nil && vm.Provider == forewarn.Azure {
-			incs[name] = e.inc[name] + 1
+			incs[name] = e.incOf(name) + 1
 		}
 	}
 	for name, d := range defs {
 		if d == nil || inv.def(name) != nil {
 			continue
 		}
-		if e.inc[name] > 0 {
+		if n := e.inc[name]; n > 1 {
 			// Registered again: its document starts past every one it
-			// was served before. (It starts unseen: its record left the
-			// store with it.)
-			incs[name] = e.inc[name] + 1
+			// was served before. (One only ever served incarnation 1
+			// served no event: its document at 1 is the same. It starts
+			// unseen: its record left the store with it.)
+			incs[name] = n + 1
 		}
 	}
 	// The follow loop may take the commit in while write waits for the
@@ -361,7 +362,6 @@ func (e *Engine) installInventory(next *inventory, defs map[string]*forewarn.Def
 		}
 		if d != nil {
 			touched[name] = true
-			e.inc[name] = max(e.inc[name], 1)
 		}
 	}
 	e.members.Apply(adds)
@@ -392,7 +392,7 @@ func (e *Engine) retire(gone []*forewarn.VM) {
 		if m == nil {
 			continue
 		}
-		v := &View{VM: vm, Incarnation: e.inc[vm.Name], Removed: true}
+		v := &View{VM: vm, Incarnation: e.incOf(vm.Name), Removed: true}
 		if old := m.view.Swap(v); old != nil {
 			old.replaced()
 		}
@@ -499,7 +499,6 @@ func (e *Engine) applyInventory(rev int64, defs map[string]*forewarn.Definition,
 			continue
 		}
 		touched[name] = true
-		e.inc[name] = max(e.inc[name], 1)
 		if e.member(name) == nil {
 			adds = append(adds, cow.Entry[string, *member]{Key: name, Value: &member{}})
 		}

@@ -349,7 +349,6 @@ func (e *Engine) reset(st *forewarn.State) {
 	}
 	touched := make(map[string]bool, len(next.fleetOf().VMs))
 	for _, vm := range next.fleetOf().VMs {
-		e.inc[vm.Name] = max(e.inc[vm.Name], 1)
 		touched[vm.Name] = true
 	}
 	e.noteRecords(st.VMs)

@@ -3,6 +3,7 @@ package fleetfile_test
 import (
 	"net/netip"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/forewarn/forewarn"
@@ -230,5 +231,32 @@ scaleSets:
 		if c.want == "" && err != nil || c.want != "" && (forewarn.ErrorCode(err) != forewarn.EINVALID || forewarn.ErrorMessage(err) != c.want) {
 			t.Errorf("Merge(%s, prune %v) = %v, want %q", c.doc, c.prune, err, c.want)
 		}
+	}
+}
+
+// TestParseKeeping checks that ParseKeeping puts in the fleet the VM keep
+// returns for each, in order, and that keep sees only VMs that passed.
+func TestParseKeeping(t *testing.T) {
+	held := &forewarn.VM{Name: "b", IP: netip.MustParseAddr("198.18.0.2"), Provider: forewarn.Azure}
+	var seen []string
+	f, err := fleetfile.ParseKeeping([]byte("vms:\n  - {name: a, ip: 198.18.0.1}\n  - {name: b, ip: 198.18.0.2}\n"),
+		func(vm *forewarn.VM) *forewarn.VM {
+			seen = append(seen, vm.Name)
+			if *vm == *held {
+				return held
+			}
+			return vm
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.VMs) != 2 || f.VMs[1] != held || f.VMs[0].Name != "a" || !slices.Equal(seen, []string{"a", "b"}) {
+		t.Fatalf("fleet %v, keep saw %v; want a then the held b", f.VMs, seen)
+	}
+	seen = nil
+	_, err = fleetfile.ParseKeeping([]byte("vms:\n  - {name: a, ip: 198.18.0.1}\n  - {name: a, ip: 198.18.0.2}\n"),
+		func(vm *forewarn.VM) *forewarn.VM { seen = append(seen, vm.Name); return vm })
+	if err == nil || !slices.Equal(seen, []string{"a"}) {
+		t.Fatalf("a duplicate name: err %v, keep saw %v; want an error and only the first a", err, seen)
 	}
 }

@@ -335,8 +335,8 @@ func printInventory(tw *tabwriter.Writer, r *bench.InventoryReport) {
 		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f\t%s\n", x.VMs, p.PUTs, ms(p.Latency.P50), ms(p.Latency.P99), ms(p.Latency.Max), ms(p.ServerCPU),
 			ms(p.Reference.P50), ms(p.Reference.P99), float64(p.Latency.P99)/float64(max(p.Reference.P99, 1)), met(p.Met))
 	}
-	fmt.Fprintln(tw, "\nVMS\tRSS AT START\tPEAK GROWTH\tMET")
+	fmt.Fprintln(tw, "\nVMS\tRSS AT START\tGROWTH, APPLY OF N\tMET\tPEAK GROWTH, WHOLE RUN")
 	for _, x := range r.Runs {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", x.VMs, mb(x.RSSStart), mb(x.PeakGrowth), met(x.RSSMet))
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", x.VMs, mb(x.RSSStart), mb(x.ApplyGrowth), met(x.RSSMet), mb(x.PeakGrowth))
 	}
 }
