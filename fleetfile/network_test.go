@@ -68,16 +68,19 @@ func TestNetworks(t *testing.T) {
 // provider) is one VM's; the message names the network when there is
 // one; a network's name is short and plain.
 func TestNetworkErrors(t *testing.T) {
+	notName := func(quoted string) string {
+		return "vms[0] (a): network " + quoted + " is not a network name: 1 to 63 letters, digits, '.', '_' or '-', starting with a letter or digit"
+	}
 	for in, want := range map[string]string{
 		"{name: a, ip: 10.0.0.5, network: blue}, {name: b, ip: 10.0.0.5, network: blue}":           "vms[1] (b): ip 10.0.0.5 on network blue is already used by a",
 		"{name: a, ip: 10.0.0.5}, {name: b, ip: 10.0.0.5, network: blue}, {name: c, ip: 10.0.0.5}": "vms[2] (c): ip 10.0.0.5 is already used by a",
 		"{name: a, ip: any, network: blue}, {name: b, ip: any, network: blue}":                     "vms[1] (b): ip any on network blue is already used by a",
-		"{name: a, ip: 10.0.0.5, network: a b}":                                                    `vms[0] (a): network "a b" is not a network name: 1 to 63 letters, digits, '.', '_' or '-', starting with a letter or digit`,
-		"{name: a, ip: 10.0.0.5, network: 'blue,red'}":                                             `vms[0] (a): network "blue,red" is not a network name: 1 to 63 letters, digits, '.', '_' or '-', starting with a letter or digit`,
-		"{name: a, ip: 10.0.0.5, network: a/b}":                                                    `vms[0] (a): network "a/b" is not a network name: 1 to 63 letters, digits, '.', '_' or '-', starting with a letter or digit`,
-		"{name: a, ip: 10.0.0.5, network: -}":                                                      `vms[0] (a): network "-" is not a network name: 1 to 63 letters, digits, '.', '_' or '-', starting with a letter or digit`,
-		"{name: a, ip: 10.0.0.5, network: \"blue\\u202e\"}":                                        `vms[0] (a): network "blue\u202e" is not a network name: 1 to 63 letters, digits, '.', '_' or '-', starting with a letter or digit`,
-		"{name: a, ip: 10.0.0.5, network: " + strings.Repeat("n", 64) + "}":                        `vms[0] (a): network "` + strings.Repeat("n", 64) + `" is not a network name: 1 to 63 letters, digits, '.', '_' or '-', starting with a letter or digit`,
+		"{name: a, ip: 10.0.0.5, network: a b}":                                                    notName(`"a b"`),
+		"{name: a, ip: 10.0.0.5, network: 'blue,red'}":                                             notName(`"blue,red"`),
+		"{name: a, ip: 10.0.0.5, network: a/b}":                                                    notName(`"a/b"`),
+		"{name: a, ip: 10.0.0.5, network: -}":                                                      notName(`"-"`),
+		"{name: a, ip: 10.0.0.5, network: \"blue\\u202e\"}":                                        notName(`"blue\u202e"`),
+		"{name: a, ip: 10.0.0.5, network: " + strings.Repeat("n", 64) + "}":                        notName(`"` + strings.Repeat("n", 64) + `"`),
 	} {
 		_, err := fleetfile.Parse([]byte("vms: [" + in + "]"))
 		if forewarn.ErrorCode(err) != forewarn.EINVALID || forewarn.ErrorMessage(err) != want {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"net/http/httptest"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -9,9 +8,6 @@ import (
 	"testing"
 
 	"github.com/forewarn/forewarn"
-	"github.com/forewarn/forewarn/admin"
-	"github.com/forewarn/forewarn/engine"
-	"github.com/forewarn/forewarn/mem"
 	"github.com/forewarn/forewarn/report"
 )
 
@@ -25,14 +21,8 @@ func TestVMNetworks(t *testing.T) {
 		{Name: "gce_0", IP: netip.MustParseAddr("10.1.0.2"), Provider: forewarn.GCE, Zone: "us-central1-a",
 			OnHostMaintenance: "MIGRATE", MachineType: "e2-standard-2", Project: "forewarn-project"},
 	}}
-	eng, err := engine.New(t.Context(), engine.Config{Store: mem.New(), Fleet: fleet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { eng.Close() })
-	srv := httptest.NewServer(admin.NewServer(eng, nil))
-	t.Cleanup(srv.Close)
-	t.Setenv(serverEnv, srv.URL)
+	_, url := fleetServer(t, fleet)
+	t.Setenv(serverEnv, url)
 
 	flat := "NAME   IP        PROVIDER  STATE    ENABLED  LAST SEEN  SCOPE  ZONE           UD  SPOT  INCARNATION  EVENTS\n" +
 		"web_0  10.0.0.4  azure     running  no       -          -      -              0   -     1            -\n" +
