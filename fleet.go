@@ -47,8 +47,12 @@ type VM struct {
 	Name string `json:"name"`
 	// IP is the source address the VM's requests come from. The zero
 	// value makes the VM answer every caller (the default fleet).
-	IP       netip.Addr `json:"ip,omitzero"`
-	Provider Provider   `json:"provider"`
+	IP netip.Addr `json:"ip,omitzero"`
+	// Network names the network the VM's address is on; "" is the
+	// network of requests that reach the server directly. A VM is known
+	// by its network and address: VMs of two networks may share one.
+	Network  string   `json:"network,omitempty"`
+	Provider Provider `json:"provider"`
 	// AvailabilitySet, CloudService and a scale set's PlacementGroup
 	// group VMs that see each other's events.
 	AvailabilitySet string `json:"availabilitySet,omitempty"`
@@ -239,34 +243,63 @@ func (f *Fleet) Visible(vm *VM, e *Event) bool {
 	return false
 }
 
-// Index maps source addresses to VMs for request routing.
+// Index maps (network, source address) to VMs for request routing.
 type Index struct {
-	byAddr map[netip.Addr]*VM
-	any    map[Provider]*VM
+	byAddr map[NetAddr]*VM
+	any    map[NetProvider]*VM
 }
 
-// NewIndex indexes f by source address. A VM with no address answers
-// every caller of its provider's API whose address belongs to no other VM.
+// NetAddr is a source address on a network: what identifies a VM.
+type NetAddr struct {
+	Network string
+	Addr    netip.Addr
+}
+
+// OnNetwork returns " on network NAME", for messages about an address
+// on network, or "" for network "".
+func OnNetwork(network string) string {
+	if network == "" {
+		return ""
+	}
+	return " on network " + network
+}
+
+// NetProvider is a provider's API on a network: what a VM of no address
+// answers for.
+type NetProvider struct {
+	Network  string
+	Provider Provider
+}
+
+// NewIndex indexes f by network and source address. A VM with no
+// address answers every caller of its provider's API on its network
+// whose address belongs to no other VM.
 func NewIndex(f *Fleet) *Index {
-	x := &Index{byAddr: make(map[netip.Addr]*VM, len(f.VMs)), any: map[Provider]*VM{}}
+	x := &Index{byAddr: make(map[NetAddr]*VM, len(f.VMs)), any: map[NetProvider]*VM{}}
 	for _, vm := range f.VMs {
 		if !vm.IP.IsValid() {
-			if x.any[vm.Provider] == nil {
-				x.any[vm.Provider] = vm
+			k := NetProvider{vm.Network, vm.Provider}
+			if x.any[k] == nil {
+				x.any[k] = vm
 			}
 			continue
 		}
-		x.byAddr[vm.IP.Unmap()] = vm
+		x.byAddr[NetAddr{vm.Network, vm.IP.Unmap()}] = vm
 	}
 	return x
 }
 
-// Lookup returns the VM whose requests come from addr, or else the VM
-// that answers every caller of provider p's API, or nil. The VM found by
-// address may be of another provider; the caller decides what that means.
-func (x *Index) Lookup(addr netip.Addr, p Provider) *VM {
-	if vm, ok := x.byAddr[addr.Unmap()]; ok {
+// Lookup is LookupOn for network "", the network of requests that
+// reach the server directly.
+func (x *Index) Lookup(addr netip.Addr, p Provider) *VM { return x.LookupOn("", addr, p) }
+
+// LookupOn returns the VM of network whose requests come from addr, or
+// else the VM of network that answers every caller of provider p's API,
+// or nil. The VM found by address may be of another provider; the
+// caller decides what that means.
+func (x *Index) LookupOn(network string, addr netip.Addr, p Provider) *VM {
+	if vm, ok := x.byAddr[NetAddr{network, addr.Unmap()}]; ok {
 		return vm
 	}
-	return x.any[p]
+	return x.any[NetProvider{network, p}]
 }

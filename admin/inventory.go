@@ -132,11 +132,12 @@ func (s *Server) setVM(w http.ResponseWriter, r *http.Request, vm *forewarn.VM, 
 	created := s.eng.VMNamed(vm.Name) == nil
 	// The engine refuses an address or instance ID another VM holds,
 	// from its indexes; ParseVM checked the rest but for the fleet file's
-	// one ip: any VM per provider, which the engine's own tests do not
-	// keep to.
+	// one ip: any VM per provider and network, which the engine's own
+	// tests do not keep to.
 	if !vm.IP.IsValid() {
-		if other := s.eng.Lookup(netip.Addr{}, vm.Provider); other != nil && other.Name != vm.Name {
-			s.writeError(w, r, forewarn.Errorf(forewarn.EINVALID, "VM %s: ip any is already used by %s", strconv.QuoteToASCII(vm.Name), other.Name))
+		if other := s.eng.LookupOn(vm.Network, netip.Addr{}, vm.Provider); other != nil && other.Name != vm.Name {
+			s.writeError(w, r, forewarn.Errorf(forewarn.EINVALID, "VM %s: ip any%s is already used by %s",
+				strconv.QuoteToASCII(vm.Name), forewarn.OnNetwork(vm.Network), other.Name))
 			return
 		}
 	}

@@ -146,3 +146,55 @@ func TestOneAnyVMPerProvider(t *testing.T) {
 		t.Fatalf("GET /v1/fleet: %d\n%s", st, body)
 	}
 }
+
+// TestInventoryNetworks: a VM may name its network; it may share an
+// address (or ip: any, per provider) with a VM of another network, not
+// of its own, and the export writes the network and applies back.
+func TestInventoryNetworks(t *testing.T) {
+	srv := inventoryServer(t)
+	const json = "application/json"
+	for _, c := range []struct {
+		name, method, path, body string
+		status                   int
+		want                     string
+	}{
+		{"put web_0's address on blue", "PUT", "/v1/vms/blue_0", `{"ip":"198.18.0.2","network":"blue"}`, 201,
+			`{"name":"blue_0","revision":2,"created":true,"definition":{"name":"blue_0","ip":"198.18.0.2","network":"blue","provider":"azure"}}`},
+		{"put it again on blue", "PUT", "/v1/vms/blue_1", `{"ip":"198.18.0.2","network":"blue"}`, 400,
+			`{"error":{"code":"invalid","message":"VM \"blue_1\": ip 198.18.0.2 on network blue is already used by blue_0"}}`},
+		{"put a bad network", "PUT", "/v1/vms/blue_1", `{"ip":"198.18.0.2","network":"blue green"}`, 400,
+			`{"error":{"code":"invalid","message":"VM \"blue_1\": network \"blue green\" is not a network name: 1 to 63 letters, digits, '.', '_' or '-', starting with a letter or digit"}}`},
+		{"put ip any on blue", "PUT", "/v1/vms/any_blue", `{"ip":"any","network":"blue"}`, 201, ``},
+		{"put ip any on the flat network", "PUT", "/v1/vms/any_0", `{"ip":"any"}`, 201, ``},
+		{"put a second ip any on blue", "PUT", "/v1/vms/any_blue2", `{"ip":"any","network":"blue"}`, 400,
+			`{"error":{"code":"invalid","message":"VM \"any_blue2\": ip any on network blue is already used by any_blue"}}`},
+		{"patch blue_0 onto the flat network", "PATCH", "/v1/vms/blue_0", `{"network":null}`, 400,
+			`{"error":{"code":"invalid","message":"VM \"blue_0\": ip 198.18.0.2 is already used by web_0"}}`},
+		{"patch blue_0 onto red", "PATCH", "/v1/vms/blue_0", `{"network":"red"}`, 200,
+			`{"name":"blue_0","revision":5,"definition":{"name":"blue_0","ip":"198.18.0.2","network":"red","provider":"azure"}}`},
+	} {
+		st, _, body := invCall(t, srv, c.method, c.path, json, c.body)
+		body = strings.TrimSuffix(body, "\n")
+		if st != c.status || c.want != "" && body != c.want {
+			t.Errorf("%s: %d %s\nwant %d %s", c.name, st, body, c.status, c.want)
+		}
+	}
+	st, _, export := invCall(t, srv, "GET", "/v1/fleet", "", "")
+	want := "vms:\n" +
+		"  - {name: web_0, ip: 198.18.0.2, provider: azure, availabilitySet: web}\n" +
+		"  - {name: web_1, ip: 198.18.0.3, provider: azure, availabilitySet: web, updateDomain: 1}\n" +
+		"  - {name: blue_0, ip: 198.18.0.2, network: red, provider: azure}\n" +
+		"  - {name: any_blue, ip: any, network: blue, provider: azure}\n" +
+		"  - {name: any_0, ip: any, provider: azure}\n"
+	if st != 200 || export != want {
+		t.Fatalf("GET /v1/fleet: %d\n%s\nwant\n%s", st, export, want)
+	}
+	if st, _, body := invCall(t, srv, "POST", "/v1/fleet/apply?prune=true", "application/yaml", export); st != 200 || body != `{"revision":5,"vms":{},"scaleSets":{}}`+"\n" {
+		t.Fatalf("applying the export back: %d %s", st, body)
+	}
+	moved := strings.Replace(export, "network: red", "network: blue", 1)
+	if st, _, body := invCall(t, srv, "POST", "/v1/fleet/apply?dryRun=true", "application/yaml", moved); st != 200 ||
+		body != `{"revision":5,"dryRun":true,"vms":{"changed":[{"name":"blue_0","keys":["network"]}]},"scaleSets":{}}`+"\n" {
+		t.Fatalf("a dry run moving blue_0 to blue: %d %s", st, body)
+	}
+}

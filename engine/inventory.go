@@ -64,11 +64,18 @@ func (e *Engine) FleetCounts() (vms, gce int, anyAddr bool) {
 // the inventory in force; 0 when the store never held one.
 func (e *Engine) InventoryRevision() int64 { return e.cur().rev }
 
-// Lookup returns the VM whose requests come from addr, or else the VM
-// of the inventory that answers every caller of provider p's API, or
-// nil. It reads the inventory in force without a lock.
+// Lookup is LookupOn for network "", the network of the requests that
+// reach the server directly.
 func (e *Engine) Lookup(addr netip.Addr, p forewarn.Provider) *forewarn.VM {
-	return e.cur().lookup(addr, p)
+	return e.cur().lookup("", addr, p)
+}
+
+// LookupOn returns the VM of network whose requests come from addr, or
+// else the VM of network that answers every caller of provider p's API
+// there, or nil. It reads the inventory in force without a lock and
+// does not allocate.
+func (e *Engine) LookupOn(network string, addr netip.Addr, p forewarn.Provider) *forewarn.VM {
+	return e.cur().lookup(network, addr, p)
 }
 
 // InventoryChange is one change of the inventory, made in one commit.

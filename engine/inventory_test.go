@@ -307,3 +307,80 @@ func TestInventoryReregisterStartsUnseen(t *testing.T) {
 		}
 	})
 }
+
+// A VM is known by its network and address: VMs of two networks may
+// share an address, and each network has its own ip: any VM per
+// provider; on one network an address is one VM's.
+func TestInventoryNetworks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEngine(t, mem.New(), false)
+		a := netip.MustParseAddr("198.18.2.5")
+		vms := []*forewarn.VM{
+			{Name: "flat", Provider: forewarn.Azure, IP: a},
+			{Name: "blue", Provider: forewarn.Azure, IP: a, Network: "blue"},
+			{Name: "red", Provider: forewarn.GCE, IP: a, Network: "red"},
+			{Name: "blue-any", Provider: forewarn.Azure, Network: "blue"},
+			{Name: "red-any-gce", Provider: forewarn.GCE, Network: "red"},
+		}
+		if _, err := e.ChangeInventory(t.Context(), engine.InventoryChange{Set: vms}); err != nil {
+			t.Fatal(err)
+		}
+		other := netip.MustParseAddr("198.18.2.6")
+		for _, c := range []struct {
+			network string
+			addr    netip.Addr
+			p       forewarn.Provider
+			want    string
+		}{
+			{"", a, forewarn.Azure, "flat"},
+			{"blue", a, forewarn.Azure, "blue"},
+			{"red", a, forewarn.GCE, "red"},
+			{"red", a, forewarn.Azure, "red"}, // by address, whatever the provider
+			{"green", a, forewarn.Azure, ""},
+			{"blue", other, forewarn.Azure, "blue-any"},
+			{"blue", other, forewarn.GCE, ""},
+			{"red", other, forewarn.GCE, "red-any-gce"},
+			{"red", other, forewarn.Azure, ""},
+		} {
+			got := ""
+			if vm := e.LookupOn(c.network, c.addr, c.p); vm != nil {
+				got = vm.Name
+			}
+			if got != c.want {
+				t.Errorf("LookupOn(%q, %s, %s) = %q, want %q", c.network, c.addr, c.p, got, c.want)
+			}
+		}
+		if vm := e.Lookup(other, forewarn.Azure); vm != nil && vm.Network != "" {
+			t.Errorf("Lookup (network \"\") of an address no VM has finds %s of network %s", vm.Name, vm.Network)
+		}
+		if vm := e.Lookup(a, forewarn.Azure); vm == nil || vm.Name != "flat" {
+			t.Errorf("Lookup (network \"\") finds %v, want flat", vm)
+		}
+		clash := &forewarn.VM{Name: "blue2", Provider: forewarn.Azure, IP: a, Network: "blue"}
+		if _, err := e.ChangeInventory(t.Context(), engine.InventoryChange{Set: []*forewarn.VM{clash}}); forewarn.ErrorMessage(err) != `VM "blue2": ip 198.18.2.5 on network blue is already used by blue` {
+			t.Fatalf("blue2 taking blue's address: %v", err)
+		}
+		twice := []*forewarn.VM{
+			{Name: "g1", Provider: forewarn.Azure, IP: other, Network: "green"},
+			{Name: "g2", Provider: forewarn.Azure, IP: other, Network: "green"},
+		}
+		if _, err := e.ChangeInventory(t.Context(), engine.InventoryChange{Set: twice}); forewarn.ErrorMessage(err) != `VM "g2": ip 198.18.2.6 on network green is already used by g1` {
+			t.Fatalf("two VMs of one address on green: %v", err)
+		}
+		// Moved to another network, a VM leaves its old one's address free.
+		moved := *vms[1]
+		moved.Network = "green"
+		if _, err := e.ChangeInventory(t.Context(), engine.InventoryChange{Set: []*forewarn.VM{&moved}}); err != nil {
+			t.Fatal(err)
+		}
+		if vm := e.LookupOn("blue", a, forewarn.Azure); vm == nil || vm.Name != "blue-any" {
+			t.Errorf("blue's address once blue moved finds %v, want blue-any", vm)
+		}
+		if vm := e.LookupOn("green", a, forewarn.Azure); vm == nil || vm.Name != "blue" {
+			t.Errorf("green's address finds %v, want blue", vm)
+		}
+		if _, err := e.ChangeInventory(t.Context(), engine.InventoryChange{Set: []*forewarn.VM{clash}}); err != nil {
+			t.Errorf("blue2 taking the address blue left: %v", err)
+		}
+	})
+}

@@ -37,10 +37,11 @@ type inventory struct {
 	// in fleet order. A group's slice is replaced, never changed, when
 	// its members change, so its first slot's address names it.
 	groups *cow.Map[gkey, []*forewarn.VM]
-	// byAddr finds a VM by the source address of its requests; anyVM is
-	// each provider's VM of no address, which answers every other caller.
-	byAddr *cow.Map[netip.Addr, *forewarn.VM]
-	anyVM  map[forewarn.Provider]*forewarn.VM
+	// byAddr finds a VM by its network and the source address of its
+	// requests; anyVM is each network's VM of no address for each
+	// provider, which answers every other caller of the network.
+	byAddr *cow.Map[forewarn.NetAddr, *forewarn.VM]
+	anyVM  map[forewarn.NetProvider]*forewarn.VM
 	// instances finds an EC2 VM by its instance ID.
 	instances *cow.Map[string, *forewarn.VM]
 	// gceVMs and noAddr count the Compute Engine VMs and the VMs of no
@@ -82,8 +83,8 @@ func emptyInventory() *inventory {
 		sets:      map[string]*forewarn.ScaleSet{},
 		nextSeq:   1,
 		groups:    cow.New[gkey, []*forewarn.VM](gkeyHash),
-		byAddr:    cow.New[netip.Addr, *forewarn.VM](addrHash),
-		anyVM:     map[forewarn.Provider]*forewarn.VM{},
+		byAddr:    cow.New[forewarn.NetAddr, *forewarn.VM](addrHash),
+		anyVM:     map[forewarn.NetProvider]*forewarn.VM{},
 		instances: cow.New[string, *forewarn.VM](cow.String),
 		fleet:     &lazyFleet{},
 	}
@@ -96,15 +97,25 @@ func buildInventory(rev int64, defs map[string]*forewarn.Definition, sets map[st
 	return emptyInventory().with(rev, defs, sets)
 }
 
-// addrHash hashes an address for a cow.Map, without allocating.
-func addrHash(a netip.Addr) uint64 {
-	b := a.As16()
+// addrHash hashes a network and address for a cow.Map, without
+// allocating.
+func addrHash(a forewarn.NetAddr) uint64 {
 	h := uint64(14695981039346656037)
-	for _, c := range b {
+	for i := 0; i < len(a.Network); i++ {
+		h ^= uint64(a.Network[i])
+		h *= 1099511628211
+	}
+	h *= 1099511628211 // the separator
+	for _, c := range a.Addr.As16() {
 		h ^= uint64(c)
 		h *= 1099511628211
 	}
 	return h ^ h>>32
+}
+
+// netAddr is the key of vm's address in byAddr.
+func netAddr(vm *forewarn.VM) forewarn.NetAddr {
+	return forewarn.NetAddr{Network: vm.Network, Addr: vm.IP.Unmap()}
 }
 
 // vmNamed returns the VM named name, or nil.
@@ -185,12 +196,12 @@ func (inv *inventory) scaleSetNames() []string {
 	return out
 }
 
-// lookup is forewarn.Index.Lookup on the inventory.
-func (inv *inventory) lookup(addr netip.Addr, p forewarn.Provider) *forewarn.VM {
-	if vm, ok := inv.byAddr.Load(addr.Unmap()); ok {
+// lookup is forewarn.Index.LookupOn on the inventory.
+func (inv *inventory) lookup(network string, addr netip.Addr, p forewarn.Provider) *forewarn.VM {
+	if vm, ok := inv.byAddr.Load(forewarn.NetAddr{Network: network, Addr: addr.Unmap()}); ok {
 		return vm
 	}
-	return inv.anyVM[p]
+	return inv.anyVM[forewarn.NetProvider{Network: network, Provider: p}]
 }
 
 // groupKeys appends to k the keys of the scope groups vm belongs to: its
@@ -382,15 +393,15 @@ func (inv *inventory) with(rev int64, defs map[string]*forewarn.Definition, sets
 
 	// Addresses: the old ones of the VMs changed go first, so that two
 	// VMs may swap theirs.
-	var aes []cow.Entry[netip.Addr, *forewarn.VM]
+	var aes []cow.Entry[forewarn.NetAddr, *forewarn.VM]
 	for _, name := range names {
 		if old := inv.def(name); old != nil && old.VM.IP.IsValid() {
-			aes = append(aes, cow.Entry[netip.Addr, *forewarn.VM]{Key: old.VM.IP.Unmap(), Delete: true})
+			aes = append(aes, cow.Entry[forewarn.NetAddr, *forewarn.VM]{Key: netAddr(old.VM), Delete: true})
 		}
 	}
 	for _, name := range names {
 		if d := defs[name]; d != nil && d.VM.IP.IsValid() {
-			aes = append(aes, cow.Entry[netip.Addr, *forewarn.VM]{Key: d.VM.IP.Unmap(), Value: d.VM})
+			aes = append(aes, cow.Entry[forewarn.NetAddr, *forewarn.VM]{Key: netAddr(d.VM), Value: d.VM})
 		}
 	}
 	next.byAddr.Apply(aes)
@@ -407,10 +418,11 @@ func (inv *inventory) with(rev int64, defs map[string]*forewarn.Definition, sets
 	}
 	next.instances.Apply(ies)
 	if anyChanged {
-		next.anyVM = map[forewarn.Provider]*forewarn.VM{}
+		next.anyVM = map[forewarn.NetProvider]*forewarn.VM{}
 		for _, vm := range flatten(next.list, next.listLen) {
-			if !vm.IP.IsValid() && next.anyVM[vm.Provider] == nil {
-				next.anyVM[vm.Provider] = vm
+			k := forewarn.NetProvider{Network: vm.Network, Provider: vm.Provider}
+			if !vm.IP.IsValid() && next.anyVM[k] == nil {
+				next.anyVM[k] = vm
 			}
 		}
 	}
@@ -423,12 +435,12 @@ func sameNames(a, b []*forewarn.VM) bool {
 	return slices.EqualFunc(a, b, func(x, y *forewarn.VM) bool { return x.Name == y.Name })
 }
 
-// conflict returns the error of a change that gives a VM an address, or
-// an EC2 instance ID, that another VM keeps: a VM may take one only from
-// a VM the same change moves or removes. defs is the change (a nil value
-// removes). It costs the VMs the change sets.
+// conflict returns the error of a change that gives a VM an address on
+// its network, or an EC2 instance ID, that another VM keeps: a VM may
+// take one only from a VM the same change moves or removes. defs is the
+// change (a nil value removes). It costs the VMs the change sets.
 func (inv *inventory) conflict(defs map[string]*forewarn.Definition) error {
-	addrs := map[netip.Addr]string{}
+	addrs := map[forewarn.NetAddr]string{}
 	ids := map[string]string{}
 	for _, name := range slices.Sorted(maps.Keys(defs)) {
 		d := defs[name]
@@ -436,17 +448,17 @@ func (inv *inventory) conflict(defs map[string]*forewarn.Definition) error {
 			continue
 		}
 		vm := d.VM
-		// A VM of no address answers the callers that no other VM's
-		// address is; the fleet file allows one per provider, and the
-		// first in fleet order answers.
-		if ip := vm.IP.Unmap(); ip.IsValid() {
-			if other, dup := addrs[ip]; dup {
-				return forewarn.Errorf(forewarn.EINVALID, "VM %s: ip %s is already used by %s", strconv.QuoteToASCII(name), ip, other)
+		// A VM of no address answers the callers of its network that no
+		// other VM's address is; the fleet file allows one per provider
+		// and network, and the first in fleet order answers.
+		if k := netAddr(vm); k.Addr.IsValid() {
+			if other, dup := addrs[k]; dup {
+				return addrUsed(name, k, other)
 			}
-			addrs[ip] = name
-			if holder, ok := inv.byAddr.Load(ip); ok && holder.Name != name {
+			addrs[k] = name
+			if holder, ok := inv.byAddr.Load(k); ok && holder.Name != name {
 				if _, moves := defs[holder.Name]; !moves {
-					return forewarn.Errorf(forewarn.EINVALID, "VM %s: ip %s is already used by %s", strconv.QuoteToASCII(name), ip, holder.Name)
+					return addrUsed(name, k, holder.Name)
 				}
 			}
 		}
@@ -464,6 +476,13 @@ func (inv *inventory) conflict(defs map[string]*forewarn.Definition) error {
 		}
 	}
 	return nil
+}
+
+// addrUsed is the error of the VM named name whose address k the VM
+// named other holds.
+func addrUsed(name string, k forewarn.NetAddr, other string) error {
+	return forewarn.Errorf(forewarn.EINVALID, "VM %s: ip %s%s is already used by %s",
+		strconv.QuoteToASCII(name), k.Addr, forewarn.OnNetwork(k.Network), other)
 }
 
 // seqOf returns vm's Seq in inv.

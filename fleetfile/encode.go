@@ -22,7 +22,7 @@ import (
 // it with the fleet file's message.
 func entryOf(vm *forewarn.VM, full bool) vmEntry {
 	e := vmEntry{
-		Name: vm.Name, Provider: string(vm.Provider),
+		Name: vm.Name, Network: vm.Network, Provider: string(vm.Provider),
 		AvailabilitySet: vm.AvailabilitySet, CloudService: vm.CloudService, ScaleSet: vm.ScaleSet,
 		InstanceID: vm.InstanceID, PlacementGroup: vm.PlacementGroup,
 		OnHostMaintenance: vm.OnHostMaintenance, GPU: vm.GPU, Preemptible: vm.Preemptible, SoleTenant: vm.SoleTenant,
@@ -166,7 +166,8 @@ func show(v any) string {
 
 // Check reports whether f is a fleet a fleet file can define, as a whole:
 // each VM and scale set is one an entry gives (with the fleet file's
-// messages when not), no two VMs share a name, an address or an EC2
+// messages when not), no two VMs share a name, an address on one
+// network (ip: any counts once per provider and network) or an EC2
 // instance ID, and no two scale sets a name. A VM or scale set is named
 // by its place in f, as Parse names an entry by its place in the file
 // (vms[3] (web_3): ip 10.0.0.1 is already used by web_1); of two VMs
@@ -194,7 +195,8 @@ func Check(f *forewarn.Fleet) error {
 
 // CheckVM reports whether vm may join f, taking the place of f's VM of
 // the same name if there is one: vm is a VM a fleet file entry gives,
-// and no other VM of f has its address or (on EC2) its instance ID.
+// and no other VM of f has its address on its network or (on EC2) its
+// instance ID.
 // Messages name vm as ParseVM does (VM "web_3": ip 10.0.0.1 is already
 // used by web_1). It reads f without an index, in O(len(f.VMs)).
 func CheckVM(f *forewarn.Fleet, vm *forewarn.VM) error {
@@ -209,8 +211,8 @@ func CheckVM(f *forewarn.Fleet, vm *forewarn.VM) error {
 	for _, o := range f.VMs {
 		switch {
 		case o == nil || o.Name == vm.Name:
-		case addrKeyOf(o.IP, o.Provider) == addrKeyOf(vm.IP, vm.Provider):
-			return forewarn.Errorf(forewarn.EINVALID, "%s: ip %s is already used by %s", p, ipText(vm.IP), o.Name)
+		case addrKeyOf(o) == addrKeyOf(vm):
+			return addrUsed(p, vm, o.Name)
 		case sameInstance == nil && vm.Provider == forewarn.AWS && o.Provider == forewarn.AWS && o.InstanceID == vm.InstanceID:
 			sameInstance = o
 		}

@@ -54,6 +54,7 @@ type scaleSetEntry struct {
 type vmEntry struct {
 	Name     string `yaml:"name" json:"name,omitempty"`
 	IP       string `yaml:"ip" json:"ip,omitempty"`
+	Network  string `yaml:"network" json:"network,omitempty"`
 	Provider string `yaml:"provider" json:"provider,omitempty"`
 	// Azure topology.
 	AvailabilitySet string `yaml:"availabilitySet" json:"availabilitySet,omitempty"`
@@ -114,7 +115,8 @@ func Load(path string) (*forewarn.Fleet, error) {
 }
 
 // Parse parses a fleet document, YAML or JSON: its vms and its
-// scaleSets. Unknown keys, duplicate keys, names or addresses, keys of
+// scaleSets. Unknown keys, duplicate keys or names, an address used
+// twice on one network (a network's ip: any once per provider), keys of
 // the other provider, topologies Azure does not allow and bad values
 // are refused with an EINVALID error naming the VM (or scale set) and
 // the key. A JSON document is read as the YAML it also is, with the same
@@ -258,42 +260,55 @@ func (p place) String() string {
 	return s
 }
 
-// registry holds the names, addresses and EC2 instance IDs of the VMs
-// checked so far, which the next may not reuse.
+// registry holds the names, the addresses (by network) and the EC2
+// instance IDs of the VMs checked so far, which the next may not reuse.
 type registry struct {
 	names     map[string]int // the index of the VM of each name
 	addrs     map[addrKey]string
 	instances map[string]string
 }
 
-// addrKey is an address a VM claims: its IP, or for a VM of ip: any
-// (the zero IP), its provider's callers.
+// addrKey is an address a VM claims on its network: its IP, or for a
+// VM of ip: any (the zero IP), its provider's callers.
 type addrKey struct {
-	ip  netip.Addr
-	any forewarn.Provider
+	network string
+	ip      netip.Addr
+	any     forewarn.Provider
 }
 
-func addrKeyOf(ip netip.Addr, p forewarn.Provider) addrKey {
-	if ip.IsValid() {
-		return addrKey{ip: ip}
+// addrKeyOf returns the address vm claims.
+func addrKeyOf(vm *forewarn.VM) addrKey {
+	if vm.IP.IsValid() {
+		return addrKey{network: vm.Network, ip: vm.IP}
 	}
-	return addrKey{any: p}
+	return addrKey{network: vm.Network, any: vm.Provider}
 }
 
 func newRegistry(n int) *registry {
 	return &registry{names: make(map[string]int, n), addrs: make(map[addrKey]string, n), instances: map[string]string{}}
 }
 
-// addr claims ip (the zero IP: every caller of provider pr) for the VM
-// at p.
-func (r *registry) addr(p place, ip netip.Addr, pr forewarn.Provider) error {
-	k := addrKeyOf(ip, pr)
+// addr claims vm's address on its network (the zero IP: every caller of
+// its provider there) for the VM at p.
+func (r *registry) addr(p place, vm *forewarn.VM) error {
+	k := addrKeyOf(vm)
 	if other, dup := r.addrs[k]; dup {
-		return forewarn.Errorf(forewarn.EINVALID, "%s: ip %s is already used by %s", p, ipText(ip), other)
+		return addrUsed(p, vm, other)
 	}
 	r.addrs[k] = p.name
 	return nil
 }
+
+// addrUsed is the error of the VM vm at p whose address on its network
+// the VM named other holds: ip 10.0.0.5 is already used by web_1, or
+// ip 10.0.0.5 on network blue is already used by web_1.
+func addrUsed(p fmt.Stringer, vm *forewarn.VM, other string) error {
+	return forewarn.Errorf(forewarn.EINVALID, "%s: ip %s%s is already used by %s", p, ipText(vm.IP), forewarn.OnNetwork(vm.Network), other)
+}
+
+// networkName is the form of a network's name: 1 to 63 letters, digits,
+// '.', '_' and '-', starting with a letter or digit.
+var networkName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
 
 // ipText is ip as a fleet file writes it: "any" for the zero IP.
 func ipText(ip netip.Addr) string {
@@ -373,12 +388,15 @@ func vmInto(vm *forewarn.VM, p place, e *vmEntry, r *registry) error {
 			return forewarn.Errorf(forewarn.EINVALID, "%s: ip %s is %s; no request comes from it", where, ip, why)
 		}
 	}
+	if e.Network != "" && !networkName.MatchString(e.Network) {
+		return forewarn.Errorf(forewarn.EINVALID, "%s: network %s is not a network name: 1 to 63 letters, digits, '.', '_' or '-', starting with a letter or digit", where, strconv.QuoteToASCII(e.Network))
+	}
+	vm.IP, vm.Network = ip, e.Network
 	if r != nil {
-		if err := r.addr(where, ip, vm.Provider); err != nil {
+		if err := r.addr(where, vm); err != nil {
 			return err
 		}
 	}
-	vm.IP = ip
 	if err := providerKeys(where, e, vm); err != nil {
 		return err
 	}

@@ -79,8 +79,9 @@ func PatchVM(vm *forewarn.VM, patch []byte) (*forewarn.VM, error) {
 // prune go. Scale sets likewise. old and doc each pass Check (doc is
 // what Parse returns); Merge refuses a VM of doc that takes the address
 // or EC2 instance ID of a VM of old that stays, naming doc's VM by its
-// place in doc: vms[3] (web_3): ip 10.0.0.1 is already used by web_1.
-// A VM may take an address that the same apply frees. It takes
+// place in doc: vms[3] (web_3): ip 10.0.0.1 is already used by web_1
+// (ip 10.0.0.1 on network blue … for an address of network blue). A VM
+// may take an address that the same apply frees. It takes
 // O(len(old.VMs) + len(doc.VMs)) and changes neither fleet.
 func Merge(old, doc *forewarn.Fleet, prune bool) (*forewarn.Fleet, error) {
 	at := make(map[string]int, len(doc.VMs))
@@ -100,7 +101,7 @@ func Merge(old, doc *forewarn.Fleet, prune bool) (*forewarn.Fleet, error) {
 			continue
 		}
 		out.VMs = append(out.VMs, vm)
-		stay.addrs[addrKeyOf(vm.IP, vm.Provider)] = vm.Name
+		stay.addrs[addrKeyOf(vm)] = vm.Name
 		if vm.Provider == forewarn.AWS {
 			stay.instances[vm.InstanceID] = vm.Name
 		}
@@ -113,7 +114,7 @@ func Merge(old, doc *forewarn.Fleet, prune bool) (*forewarn.Fleet, error) {
 	if len(stay.addrs) > 0 {
 		for i, vm := range doc.VMs {
 			p := place{index: i, name: vm.Name}
-			if err := stay.addr(p, vm.IP, vm.Provider); err != nil {
+			if err := stay.addr(p, vm); err != nil {
 				return nil, err
 			}
 			if vm.Provider == forewarn.AWS {

@@ -101,7 +101,9 @@ type LongPolls struct {
 // VM is what one VM's client did since it last joined the inventory (or
 // the server started).
 type VM struct {
-	Name     string            `json:"name"`
+	Name string `json:"name"`
+	// Network is the network the VM's address is on, if it names one.
+	Network  string            `json:"network,omitempty"`
 	Provider forewarn.Provider `json:"provider"`
 	// Requests counts every metadata request, refused ones too.
 	Requests  uint64    `json:"requests"`
@@ -229,7 +231,7 @@ func vmReport(vm *forewarn.VM, v *engine.View, h *history.History, since map[str
 	st, _ := h.Stats(vm.Name)
 	a := api(vm.Provider)
 	out := VM{
-		Name: vm.Name, Provider: vm.Provider, Requests: st.Requests, FirstCall: st.First, LastCall: st.Last,
+		Name: vm.Name, Network: vm.Network, Provider: vm.Provider, Requests: st.Requests, FirstCall: st.First, LastCall: st.Last,
 		LastEnded: st.LastEnd, InFlight: st.InFlight,
 		ExpectedIntervalSeconds: history.Expected(a).Seconds(),
 		LongestGapSeconds:       st.LongestGap.Seconds(), LongestGapEnded: st.LongestGapEnd,

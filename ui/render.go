@@ -100,6 +100,9 @@ type fleetView struct {
 	MoreGroups int
 	// Capped reports whether MaxRows left rows out.
 	Capped bool
+	// Networks reports whether a VM of the fleet names its network: the
+	// rows then show a network column.
+	Networks bool
 }
 
 // groupView is one scope group: its summary and its first rows.
@@ -125,7 +128,7 @@ type domainCount struct{ UD, VMs int }
 
 // rowView is one VM's row.
 type rowView struct {
-	Name, Provider, State string
+	Name, Network, Provider, State string
 	// StateText is State with what the VM returns to, for people.
 	StateText       string
 	Azure, Enabled  bool
@@ -151,6 +154,7 @@ func buildFleet(vms []engine.VMInfo, query string) *fleetView {
 	for i := range vms {
 		vm := &vms[i]
 		fv.All.add(vm)
+		fv.Networks = fv.Networks || vm.Network != ""
 		k := scopeOf(&vm.VM)
 		if !match(vm, k) {
 			continue
@@ -226,7 +230,7 @@ func buildFleet(vms []engine.VMInfo, query string) *fleetView {
 // row returns vm's row.
 func row(vm *engine.VMInfo) rowView {
 	r := rowView{
-		Name: vm.Name, Provider: string(vm.Provider), State: vm.State, StateText: vm.StateText(),
+		Name: vm.Name, Network: vm.Network, Provider: string(vm.Provider), State: vm.State, StateText: vm.StateText(),
 		Azure: vm.Provider == forewarn.Azure, Enabled: vm.Enabled, UD: vm.UpdateDomain,
 		Incarnation: vm.Incarnation, Events: len(vm.Events), Spot: vm.Evictable(),
 		Removable: vm.ScaleSet != "" || vm.AutoScalingGroup != "",

@@ -41,16 +41,24 @@ func cliServer(t *testing.T) (*engine.Engine, string) {
 		{Name: "cs_0", Provider: forewarn.Azure, CloudService: "spot"},
 		{Name: "gce_0", IP: netip.MustParseAddr("10.1.0.2"), Provider: forewarn.GCE, Zone: "us-central1-a"},
 	}}
-	eng, err := engine.New(t.Context(), engine.Config{Store: mem.New(), Fleet: fleet})
-	if err != nil {
-		t.Fatalf("engine.New: %v", err)
-	}
-	t.Cleanup(func() { eng.Close() })
+	eng, url := fleetServer(t, fleet)
 	for _, vm := range fleet.VMs {
 		if vm.Name != "spot_0" && vm.Name != "gce_0" {
 			eng.NoteRequest(vm.Name)
 		}
 	}
+	return eng, url
+}
+
+// fleetServer serves the operator API of an engine of fleet, on a
+// memory store, and returns the engine and the server's URL.
+func fleetServer(t *testing.T, fleet *forewarn.Fleet) (*engine.Engine, string) {
+	t.Helper()
+	eng, err := engine.New(t.Context(), engine.Config{Store: mem.New(), Fleet: fleet})
+	if err != nil {
+		t.Fatalf("engine.New: %v", err)
+	}
+	t.Cleanup(func() { eng.Close() })
 	srv := httptest.NewServer(admin.NewServer(eng, nil))
 	t.Cleanup(srv.Close)
 	return eng, srv.URL
@@ -591,14 +599,8 @@ func TestVMListEvictableAndStopped(t *testing.T) {
 		{Name: "term", Provider: forewarn.GCE, Zone: "z", OnHostMaintenance: "TERMINATE"},
 		{Name: "az", Provider: forewarn.Azure},
 	}}
-	eng, err := engine.New(t.Context(), engine.Config{Store: mem.New(), Fleet: fleet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { eng.Close() })
-	srv := httptest.NewServer(admin.NewServer(eng, nil))
-	t.Cleanup(srv.Close)
-	t.Setenv(serverEnv, srv.URL)
+	eng, url := fleetServer(t, fleet)
+	t.Setenv(serverEnv, url)
 
 	stop := createdID(t, eng, cliOK(t, "event", "create", "--type", "TERMINATE_ON_HOST_MAINTENANCE", "--vm", "term", "--started", "--lasts", "1h"))
 	reboot := createdID(t, eng, cliOK(t, "event", "create", "--type", "Reboot", "--vm", "az", "--started", "--lasts", "1h"))

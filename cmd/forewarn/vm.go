@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -94,11 +95,14 @@ func vmList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if *asJSON {
 			return printJSON(stdout, map[string]any{"vms": vms})
 		}
+		// The NETWORK column shows once a VM has one: the table of a
+		// fleet on one network stays as it was.
+		networks := slices.ContainsFunc(vms, func(vm engine.VMInfo) bool { return vm.Network != "" })
 		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "NAME\tIP\tPROVIDER\tSTATE\tENABLED\tLAST SEEN\tSCOPE\tZONE\tUD\tSPOT\tINCARNATION\tEVENTS")
+		fmt.Fprintln(tw, "NAME\tIP\t"+ifNetworks(networks, "NETWORK\t")+"PROVIDER\tSTATE\tENABLED\tLAST SEEN\tSCOPE\tZONE\tUD\tSPOT\tINCARNATION\tEVENTS")
 		for _, vm := range vms {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n",
-				vm.Name, dash(vm.IP.String(), vm.IP.IsValid()), vm.Provider, vm.StateText(),
+			fmt.Fprintf(tw, "%s\t%s\t%s%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n",
+				vm.Name, dash(vm.IP.String(), vm.IP.IsValid()), ifNetworks(networks, dash(vm.Network, vm.Network != "")+"\t"), vm.Provider, vm.StateText(),
 				yesNo(vm.Enabled), dash(vm.LastSeen.UTC().Format(time.RFC3339), !vm.LastSeen.IsZero()),
 				scope(vm), dash(vm.Zone, vm.Zone != ""),
 				dash(strconv.Itoa(vm.UpdateDomain), vm.Provider == forewarn.Azure), spot(vm),
@@ -106,6 +110,14 @@ func vmList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return tw.Flush()
 	})
+}
+
+// ifNetworks returns s when networks is true, else "".
+func ifNetworks(networks bool, s string) string {
+	if networks {
+		return s
+	}
+	return ""
 }
 
 // scope names the group whose events vm sees besides its own: its
@@ -258,6 +270,9 @@ func vmShow(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 		fmt.Fprintf(tw, "Name:\t%s\n", vm.Name)
 		fmt.Fprintf(tw, "IP:\t%s\n", dash(vm.IP.String(), vm.IP.IsValid()))
+		if vm.Network != "" {
+			fmt.Fprintf(tw, "Network:\t%s\n", vm.Network)
+		}
 		fmt.Fprintf(tw, "Provider:\t%s\n", vm.Provider)
 		fmt.Fprintf(tw, "State:\t%s\n", vm.StateText())
 		fmt.Fprintf(tw, "Spot:\t%s\n", spot(vm))
