@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // TestStoreDiskFull runs the real binary with its data directory on a
@@ -117,8 +118,13 @@ func TestStoreDiskFull(t *testing.T) {
 		t.Fatalf("%d events fit on 4 MiB, and none was refused (%s)\n%s", made, refused, stderr.String())
 	}
 	t.Logf("%d events fit; the next was refused: %s", made, refused)
-	if !strings.Contains(stderr.String(), "no space left on device") {
-		t.Errorf("the server log does not say what failed:\n%s", stderr.String())
+	// The server logs the failure as it answers: wait a little for it.
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(stderr.String(), "no space left on device"); {
+		if time.Now().After(deadline) {
+			t.Errorf("the server log does not say what failed:\n%s", stderr.String())
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 
 	// Reads keep working, and show exactly the events that were made.
