@@ -418,11 +418,14 @@ func (e *Engine) Events() []*forewarn.Event {
 
 // VMs returns every VM with its incarnation and visible active events.
 func (e *Engine) VMs() []VMInfo {
-	out := make([]VMInfo, 0, len(e.cur().fleetOf().VMs))
+	vms := e.cur().fleetOf().VMs
+	out := make([]VMInfo, 0, len(vms))
 	now := time.Now()
 	cache := map[**forewarn.VM]bool{}
-	for _, vm := range e.cur().fleetOf().VMs {
-		out = append(out, e.info(vm, now, cache))
+	for _, vm := range vms {
+		if info, ok := e.info(vm, now, cache); ok {
+			out = append(out, info)
+		}
 	}
 	return out
 }
@@ -431,15 +434,22 @@ func (e *Engine) VMs() []VMInfo {
 // name not in the fleet.
 func (e *Engine) VM(name string) (VMInfo, error) {
 	if vm := e.vm(name); vm != nil {
-		return e.info(vm, time.Now(), map[**forewarn.VM]bool{}), nil
+		if info, ok := e.info(vm, time.Now(), map[**forewarn.VM]bool{}); ok {
+			return info, nil
+		}
 	}
 	return VMInfo{}, forewarn.Errorf(forewarn.ENOTFOUND, "no VM named %q", name)
 }
 
 // info returns vm with its current document state; cache is as
-// serviceEnabled takes it.
-func (e *Engine) info(vm *forewarn.VM, now time.Time, cache map[**forewarn.VM]bool) VMInfo {
+// serviceEnabled takes it. It reads without the lock, so an inventory
+// change may be under way: a VM that has no view yet (just added), or
+// whose view is its last (just removed), is not reported (false).
+func (e *Engine) info(vm *forewarn.VM, now time.Time, cache map[**forewarn.VM]bool) (VMInfo, bool) {
 	v := e.View(vm.Name)
+	if v == nil || v.Removed {
+		return VMInfo{}, false
+	}
 	info := VMInfo{VM: *vm, Incarnation: v.Incarnation, State: "running", Events: []string{}}
 	switch {
 	case v.Deleted:
@@ -467,7 +477,7 @@ func (e *Engine) info(vm *forewarn.VM, now time.Time, cache map[**forewarn.VM]bo
 	for _, ev := range v.Events {
 		info.Events = append(info.Events, ev.ID)
 	}
-	return info
+	return info, true
 }
 
 // StateText is the VM's State, followed by the state it returns to when
@@ -1171,20 +1181,9 @@ func (e *Engine) install(ev *forewarn.Event) {
 			e.byVM[r] = m
 		}
 		m[ev.ID] = ev
-		if !ev.Status.Active() {
-			continue
-		}
-		for _, g := range e.cur().peersOf(r) {
-			if len(g) < 2 {
-				continue
-			}
-			m := e.byGroup[&g[0]]
-			if m == nil {
-				m = map[string]*forewarn.Event{}
-				e.byGroup[&g[0]] = m
-			}
-			m[ev.ID] = ev
-		}
+	}
+	if ev.Status.Active() {
+		e.indexGroups(ev)
 	}
 	if ev.Status == forewarn.Scheduled && e.gated(ev) {
 		ss := e.scaleSetOf(ev)
@@ -1210,12 +1209,8 @@ func (e *Engine) install(ev *forewarn.Event) {
 func (e *Engine) uninstall(old *forewarn.Event) {
 	for _, r := range old.Resources {
 		delete(e.byVM[r], old.ID)
-		for _, g := range e.cur().peersOf(r) {
-			if len(g) > 1 {
-				delete(e.byGroup[&g[0]], old.ID)
-			}
-		}
 	}
+	e.unindexGroups(e.cur(), old) // and drops a group's index once empty
 	if old.Type == forewarn.Terminate {
 		delete(e.terms[e.scaleSetOf(old)], old.ID)
 	}

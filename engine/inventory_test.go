@@ -384,3 +384,42 @@ func TestInventoryNetworks(t *testing.T) {
 		}
 	})
 }
+
+// VMs and VM read without the engine's lock: while VMs come and go, a VM
+// just added (no view yet) or just removed is left out, never a panic.
+func TestVMsDuringChurn(t *testing.T) {
+	e := newEngine(t, mem.New(), false)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 300 {
+			vm := &forewarn.VM{Name: "churn", Provider: forewarn.Azure, IP: netip.MustParseAddr("198.18.9.9")}
+			c := engine.InventoryChange{Set: []*forewarn.VM{vm}}
+			if i%2 == 1 {
+				c = engine.InventoryChange{Remove: []string{"churn"}}
+			}
+			if _, err := e.ChangeInventory(t.Context(), c); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	for {
+		select {
+		case <-done:
+			if n := len(e.VMs()); n != len(e.Fleet().VMs) {
+				t.Fatalf("VMs lists %d, the fleet holds %d", n, len(e.Fleet().VMs))
+			}
+			return
+		default:
+		}
+		for _, info := range e.VMs() {
+			if info.Incarnation < 1 {
+				t.Fatalf("%s listed at incarnation %d", info.Name, info.Incarnation)
+			}
+		}
+		if info, err := e.VM("churn"); err == nil && info.Name != "churn" {
+			t.Fatalf("VM(churn) = %s", info.Name)
+		}
+	}
+}

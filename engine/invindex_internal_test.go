@@ -3,10 +3,12 @@ package engine
 import (
 	"fmt"
 	"math/rand/v2"
+	"net/netip"
 	"slices"
 	"testing"
 
 	"github.com/forewarn/forewarn"
+	"github.com/forewarn/forewarn/mem"
 )
 
 // TestListFollowsChanges drives an inventory through random adds,
@@ -126,4 +128,39 @@ func TestViewChanged(t *testing.T) {
 	late := &View{}
 	late.replaced()
 	<-late.Changed()
+}
+
+// TestGroupIndexEmpties checks that an event leaving a scope group's
+// index (canceled here) takes the group's entry with it when it was the
+// last: with VMs coming and going, groups are rebuilt all the time, and
+// an empty entry keyed by an old group would stay for good.
+func TestGroupIndexEmpties(t *testing.T) {
+	fleet := &forewarn.Fleet{VMs: []*forewarn.VM{
+		{Name: "a", Provider: forewarn.Azure, IP: netip.MustParseAddr("198.18.0.1"), AvailabilitySet: "s"},
+		{Name: "b", Provider: forewarn.Azure, IP: netip.MustParseAddr("198.18.0.2"), AvailabilitySet: "s"},
+	}}
+	e, err := New(t.Context(), Config{Store: mem.New(), Fleet: fleet, AllowShortNotice: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	e.NoteRequest("a") // enabled: the event keeps its notice
+	ev, err := e.Create(t.Context(), Spec{Type: forewarn.Freeze, VMs: []string{"a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.mu.Lock()
+	indexed := len(e.byGroup)
+	e.mu.Unlock()
+	if indexed != 1 {
+		t.Fatalf("%d groups indexed with one event on a set of two, want 1", indexed)
+	}
+	if err := e.Cancel(t.Context(), ev.ID); err != nil {
+		t.Fatal(err)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.byGroup) != 0 {
+		t.Fatalf("%d groups still indexed after the only event ended, want 0", len(e.byGroup))
+	}
 }

@@ -94,7 +94,10 @@ func (e *Engine) startVM(ctx context.Context, name string) (VMInfo, error) {
 		return VMInfo{}, err
 	}
 	e.log.Info("VM started", "vm", name)
-	return e.info(vm, now, map[**forewarn.VM]bool{}), nil
+	if info, ok := e.info(vm, now, map[**forewarn.VM]bool{}); ok {
+		return info, nil
+	}
+	return VMInfo{}, forewarn.Errorf(forewarn.ENOTFOUND, "no VM named %q: it left the inventory", name)
 }
 
 // deleted reports whether the Azure VM named name is gone. e.mu must be
