@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -30,31 +31,15 @@ type Applied struct {
 	fleetfile.Changes
 }
 
-// VMDefinition is the answer of PUT and PATCH /v1/vms/{name}: the VM's
-// definition with the fleet file's keys, and the inventory revision.
+// VMDefinition is the answer of PUT, PATCH and DELETE /v1/vms/{name}:
+// the VM's definition with the fleet file's keys (null once removed),
+// and the inventory revision.
 type VMDefinition struct {
-	Name     string  `json:"name"`
-	Revision int64   `json:"revision"`
-	Created  bool    `json:"created,omitempty"`
-	VM       jsonRaw `json:"definition"`
-	Removed  bool    `json:"removed,omitempty"`
-}
-
-// jsonRaw is raw JSON written as is.
-type jsonRaw []byte
-
-// MarshalJSON returns r.
-func (r jsonRaw) MarshalJSON() ([]byte, error) {
-	if len(r) == 0 {
-		return []byte("null"), nil
-	}
-	return r, nil
-}
-
-// UnmarshalJSON keeps a copy of b.
-func (r *jsonRaw) UnmarshalJSON(b []byte) error {
-	*r = append((*r)[:0], b...)
-	return nil
+	Name     string          `json:"name"`
+	Revision int64           `json:"revision"`
+	Created  bool            `json:"created,omitempty"`
+	VM       json.RawMessage `json:"definition"`
+	Removed  bool            `json:"removed,omitempty"`
 }
 
 // ifMatch reads the If-Match header: a quoted inventory revision, as
@@ -65,7 +50,7 @@ func ifMatch(r *http.Request) (int64, error) {
 	if v == "" || v == "*" {
 		return 0, nil
 	}
-	n, err := strconv.ParseInt(strings.TrimPrefix(strings.Trim(v, `"`), "W/"), 10, 64)
+	n, err := strconv.ParseInt(strings.Trim(v, `"`), 10, 64)
 	if err != nil || n <= 0 {
 		return 0, forewarn.Errorf(forewarn.EINVALID, "If-Match %s is not an inventory revision such as \"12\" (GET /v1/fleet answers it as its ETag)", quote(v))
 	}
@@ -78,10 +63,9 @@ func etag(rev int64) string { return `"` + strconv.FormatInt(rev, 10) + `"` }
 // readBody reads r's whole body, at most limit bytes.
 func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
-	var tooLarge *http.MaxBytesError
-	if errors.As(err, &tooLarge) {
-		return nil, &statusError{status: http.StatusRequestEntityTooLarge,
-			err: forewarn.Errorf(forewarn.EINVALID, "the body is over %d bytes", limit)}
+	var over *http.MaxBytesError
+	if errors.As(err, &over) {
+		return nil, tooLarge(limit)
 	}
 	if err != nil {
 		return nil, forewarn.Errorf(forewarn.EINVALID, "reading the body: %v", err)
@@ -129,22 +113,39 @@ func (s *Server) defineVM(w http.ResponseWriter, r *http.Request, define func(na
 
 // setVM puts vm in the inventory and answers its definition.
 func (s *Server) setVM(w http.ResponseWriter, r *http.Request, vm *forewarn.VM, match int64) {
-	created := s.eng.VMNamed(vm.Name) == nil
-	// The engine refuses an address or instance ID another VM holds,
-	// from its indexes; ParseVM checked the rest but for the fleet file's
-	// one ip: any VM per provider and network, which the engine's own
-	// tests do not keep to.
-	if !vm.IP.IsValid() {
-		if other := s.eng.LookupOn(vm.Network, netip.Addr{}, vm.Provider); other != nil && other.Name != vm.Name {
-			s.writeError(w, r, forewarn.Errorf(forewarn.EINVALID, "VM %s: ip any%s is already used by %s",
-				strconv.QuoteToASCII(vm.Name), forewarn.OnNetwork(vm.Network), other.Name))
+	var created bool
+	var rev int64
+	for attempt := 1; ; attempt++ {
+		created = s.eng.VMNamed(vm.Name) == nil
+		// The engine refuses an address or instance ID another VM
+		// holds, from its indexes; ParseVM checked the rest but for the
+		// fleet file's one ip: any VM per provider and network, which
+		// the engine's own tests do not keep to. That is checked here,
+		// against the revision the change is then pinned to, so that
+		// two such PUTs at once cannot both pass.
+		pin := match
+		if !vm.IP.IsValid() {
+			if pin == 0 {
+				if pin = s.eng.InventoryRevision(); pin == 0 {
+					pin = -1 // an inventory that never changed
+				}
+			}
+			if other := s.eng.LookupOn(vm.Network, netip.Addr{}, vm.Provider); other != nil && other.Name != vm.Name {
+				s.writeError(w, r, forewarn.Errorf(forewarn.EINVALID, "VM %s: ip any%s is already used by %s",
+					strconv.QuoteToASCII(vm.Name), forewarn.OnNetwork(vm.Network), other.Name))
+				return
+			}
+		}
+		var err error
+		rev, err = s.eng.ChangeInventory(r.Context(), engine.InventoryChange{Set: []*forewarn.VM{vm}, IfMatch: pin, Owned: true})
+		if forewarn.ErrorCode(err) == forewarn.EPRECONDITION && pin != match && attempt < applyAttempts {
+			continue // another change came first: check again
+		}
+		if err != nil {
+			s.writeError(w, r, err)
 			return
 		}
-	}
-	rev, err := s.eng.ChangeInventory(r.Context(), engine.InventoryChange{Set: []*forewarn.VM{vm}, IfMatch: match, Owned: true})
-	if err != nil {
-		s.writeError(w, r, err)
-		return
+		break
 	}
 	def, err := fleetfile.EntryJSON(vm)
 	if err != nil {

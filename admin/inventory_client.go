@@ -72,7 +72,7 @@ func matchHeader(rev int64) http.Header {
 	if rev == 0 {
 		return nil
 	}
-	return http.Header{"If-Match": {`"` + strconv.FormatInt(rev, 10) + `"`}}
+	return http.Header{"If-Match": {etag(rev)}}
 }
 
 func trimQuotes(s string) string {

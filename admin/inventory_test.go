@@ -1,11 +1,13 @@
 package admin_test
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/forewarn/forewarn/admin"
@@ -143,6 +145,36 @@ func TestOneAnyVMPerProvider(t *testing.T) {
 		t.Fatalf("an ip: any VM of another provider: %d %s", st, body)
 	}
 	if st, _, body := invCall(t, srv, "GET", "/v1/fleet", "", ""); st != 200 || strings.Count(body, "ip: any") != 2 {
+		t.Fatalf("GET /v1/fleet: %d\n%s", st, body)
+	}
+}
+
+// TestOneAnyVMAtOnce: of PUTs of different ip: any VMs of one provider
+// made at once, exactly one is taken, and the fleet still exports.
+func TestOneAnyVMAtOnce(t *testing.T) {
+	srv := inventoryServer(t)
+	const n = 8
+	codes := make([]int, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			codes[i], _, _ = invCall(t, srv, "PUT", fmt.Sprintf("/v1/vms/any_%d", i), "application/json", `{"ip":"any"}`)
+		})
+	}
+	wg.Wait()
+	created, refused := 0, 0
+	for _, c := range codes {
+		switch c {
+		case 201:
+			created++
+		case 400:
+			refused++
+		}
+	}
+	if created != 1 || refused != n-1 {
+		t.Fatalf("%d PUTs at once answered %v: want one 201 and the rest 400", n, codes)
+	}
+	if st, _, body := invCall(t, srv, "GET", "/v1/fleet", "", ""); st != 200 || strings.Count(body, "ip: any") != 1 {
 		t.Fatalf("GET /v1/fleet: %d\n%s", st, body)
 	}
 }
