@@ -221,8 +221,8 @@ func (f *inventoryFleet) set(i int) string {
 	return ""
 }
 
-// entry appends one fleet file entry as Encode writes it: one flow
-// mapping a line.
+// entry appends one fleet file entry as Encode writes it, one flow
+// mapping a line, but for provider (azure, the default), left out.
 func entry(b []byte, name string, ip netip.Addr, set string, ud int) []byte {
 	b = append(b, "  - {name: "...)
 	b = append(b, name...)

@@ -224,7 +224,9 @@ type Engine struct {
 	byGroup map[**forewarn.VM]map[string]*forewarn.Event
 	// terms indexes the Scheduled Terminates of each scale set.
 	terms map[string]map[string]*forewarn.Event
-	inc   map[string]int64
+	// inc holds the DocumentIncarnation of each VM whose document
+	// changed, kept for VMs that left too; incOf reads it, 1 for the rest.
+	inc map[string]int64
 	// armed holds each event's next deadline, deadlines orders them
 	// (with stale entries, see deadline), and wake is the one timer,
 	// set for wakeAt, the soonest (fire).
@@ -272,7 +274,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	if e.replica == "" {
 		e.replica, _ = os.Hostname()
 	}
-	e.inv.Store(buildInventory(0, nil, nil))
+	e.inv.Store(emptyInventory())
 
 	// Another replica may write between the load and the fleet's apply;
 	// then the engine loads again.
@@ -572,7 +574,7 @@ func scopeGroupName(vm *forewarn.VM) string {
 }
 
 // groupByScope splits names, all in the fleet, by scope group (the
-// groups of e.peers: a VM sees the events of its groups, and a
+// groups inventory.peersOf gives: a VM sees the events of its groups, and a
 // standalone, GCE or EC2 VM is a group of its own), keeping their order
 // within each group and the groups in the order of their first VM.
 func (e *Engine) groupByScope(names []string) [][]string {

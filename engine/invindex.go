@@ -32,8 +32,8 @@ type inventory struct {
 	// nextSeq is the Seq the next VM registered gets.
 	nextSeq int64
 	// groups holds the members of every group by key: scope groups
-	// (groupKeys with the placement group), services ("svc" keys: a
-	// scale set's, with the zone) and whole scale sets ("set" keys), each
+	// (groupKeys with the placement group), services ('v' keys: a
+	// scale set's, with the zone) and whole scale sets ('S' keys), each
 	// in fleet order. A group's slice is replaced, never changed, when
 	// its members change, so its first slot's address names it.
 	groups *cow.Map[gkey, []*forewarn.VM]
@@ -246,7 +246,8 @@ func serviceKeys(vm *forewarn.VM, k []gkey) []gkey {
 
 // with returns the inventory inv changes into with the definitions defs
 // and scale sets sets (a nil value removes), at revision rev. It costs
-// the VMs changed and the members of the groups they leave or join.
+// the VMs changed and the members of the groups they leave or join, and
+// the whole fleet when a VM of no address changes (anyVM is found again).
 func (inv *inventory) with(rev int64, defs map[string]*forewarn.Definition, sets map[string]*forewarn.ScaleSet) *inventory {
 	next := &inventory{
 		rev: rev, defs: inv.defs.Clone(), sets: maps.Clone(inv.sets), nextSeq: inv.nextSeq,

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/netip"
 	"slices"
@@ -28,7 +29,7 @@ func TestListFollowsChanges(t *testing.T) {
 				defs[name] = &forewarn.Definition{VM: &forewarn.VM{Name: name, Provider: forewarn.Azure}, Seq: seq}
 				seq++
 			default:
-				names := slices.Sorted(mapsKeys(model))
+				names := slices.Sorted(maps.Keys(model))
 				name := names[r.IntN(len(names))]
 				if op == 1 {
 					defs[name] = &forewarn.Definition{VM: &forewarn.VM{Name: name, Provider: forewarn.Azure, UpdateDomain: step}, Seq: model[name].Seq}
@@ -73,16 +74,6 @@ func TestListFollowsChanges(t *testing.T) {
 		for _, c := range inv.list {
 			if len(c) == 0 || len(c) > chunkVMs {
 				t.Fatalf("step %d: a chunk of %d VMs", step, len(c))
-			}
-		}
-	}
-}
-
-func mapsKeys(m map[string]*forewarn.Definition) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
 			}
 		}
 	}

@@ -376,7 +376,7 @@ func (e *Engine) unheard(ev *forewarn.Event, now time.Time) bool {
 // scale set, whatever its placement groups (seed 004: "enabled for your
 // scale set"), within the VM's zone when the scale set spans zones
 // (docs/wire-decisions.md); a standalone VM is its own. Enablement only
-// keeps notice: which events a VM sees is still its scope's (e.peers).
+// keeps notice: which events a VM sees is still its scope's (inventory.peersOf).
 // cache remembers the answer per group, keyed by the group's first slot,
 // so that asking for every VM of the fleet stays linear.
 func (e *Engine) serviceEnabled(vm *forewarn.VM, now time.Time, cache map[**forewarn.VM]bool) bool {

@@ -102,7 +102,7 @@ func checkVM(p place, vm *forewarn.VM, r *registry) error {
 }
 
 // checkVMInto is checkVM with got, which it overwrites, for the VM the
-// entry gives: a check of a whole fleet reuses one. It returns the entry.
+// entry gives: a check of a whole fleet reuses one.
 func checkVMInto(got *forewarn.VM, p place, vm *forewarn.VM, r *registry) error {
 	_, err := checkedEntry(got, p, vm, r)
 	return err

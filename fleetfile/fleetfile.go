@@ -5,8 +5,8 @@
 // The inventory a server keeps is changed with the same documents and
 // the same rules, so this package also gives what changing it needs:
 // ParseVM and PatchVM read one VM's definition (a fleet file entry as
-// JSON, or a JSON merge patch of it: MergePatch), CheckVM and Check hold
-// a changed inventory to the rules that span VMs, Merge and Diff say
+// JSON, or a JSON merge patch of it: MergePatch), Merge holds an apply
+// to the rules that span VMs, Merge and Diff say
 // what an apply of a whole document makes and changes, and Encode and
 // EntryJSON write an inventory and a definition back, so that Parse of
 // Encode's output gives the fleet back. Every refusal is an EINVALID

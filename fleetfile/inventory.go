@@ -18,8 +18,9 @@ import (
 // filled in, and refused with the fleet file's messages, the VM named
 // as VM "name" where a file names vms[3] (name). A name key may be left
 // out; if present it must be name. Rules that need the other VMs
-// (addresses and instance IDs used once) are CheckVM's and, for the
-// inventory, the engine's.
+// (addresses and instance IDs used once) are the engine's for the
+// inventory (and the operator API's for one ip: any VM per provider and
+// network), CheckVM's for a fleet.
 func ParseVM(name string, data []byte) (*forewarn.VM, error) {
 	p := alone(name)
 	var e vmEntry

@@ -152,12 +152,11 @@ func WithoutEnablement() Option {
 // Server is a Forewarn server running in process for a test. Its methods
 // report failures through the TB it was made with.
 type Server struct {
-	t     TB
-	srv   *server.Server
-	fleet *forewarn.Fleet
-	ctx   context.Context // ends at Close
-	stop  context.CancelFunc
-	ran   chan error // Run's result
+	t    TB
+	srv  *server.Server
+	ctx  context.Context // ends at Close
+	stop context.CancelFunc
+	ran  chan error // Run's result
 
 	// md and op are the in-memory listeners, nil over sockets.
 	md, op       *pipeListener
@@ -205,7 +204,7 @@ func start(t TB, fleet *forewarn.Fleet, opts []Option) (*Server, error) {
 	if o.pipes != nil {
 		pipes = *o.pipes
 	}
-	s := &Server{t: t, fleet: fleet, operator: freeAddr(fleet), waitTimeout: o.waitTimeout, ran: make(chan error, 1)}
+	s := &Server{t: t, operator: freeAddr(fleet), waitTimeout: o.waitTimeout, ran: make(chan error, 1)}
 	if s.waitTimeout <= 0 {
 		s.waitTimeout = DefaultWaitTimeout
 		if bubble {

@@ -20,6 +20,7 @@ import (
 	"github.com/forewarn/forewarn/internal/echo"
 	"github.com/forewarn/forewarn/internal/query"
 	"github.com/forewarn/forewarn/internal/ratelimit"
+	"github.com/forewarn/forewarn/internal/signal"
 	"github.com/forewarn/forewarn/internal/slots"
 	"github.com/forewarn/forewarn/metrics"
 )
@@ -66,12 +67,12 @@ type slot struct {
 	// waiters counts the VM's held long-polls.
 	waiters atomic.Int64
 	limit   ratelimit.State
-	// gone is closed when the VM leaves the inventory (or stops being a
-	// GCE VM), ending its held long-polls.
-	gone chan struct{}
+	// gone fires when the VM leaves the inventory (or stops being a GCE
+	// VM), ending its held long-polls.
+	gone signal.Signal
 }
 
-func newSlot() *slot { return &slot{gone: make(chan struct{})} }
+func newSlot() *slot { return new(slot) }
 
 // Routes of the request metrics: the route label's values.
 const (
@@ -180,7 +181,7 @@ func NewServer(eng *engine.Engine, log *slog.Logger) *Server {
 				old.next = d
 				close(old.changed)
 			}
-		}, func(sl *slot) { close(sl.gone) })
+		}, func(sl *slot) { sl.gone.Fire() })
 	})
 	return s
 }
@@ -476,7 +477,7 @@ func (s *Server) wait(r *http.Request, sl *slot, d *doc, key string, n *node, p 
 			return d, n, pollClientGone
 		case <-s.closing:
 			return d, n, pollShutdown
-		case <-sl.gone:
+		case <-sl.gone.C():
 			return d, n, pollRemoved
 		case <-timeout:
 			return d, n, pollTimeout

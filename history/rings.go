@@ -327,7 +327,8 @@ func (r *ring) lock(g uint32) bool {
 	return true
 }
 
-// Names returns the names of the VMs h has rings for, sorted.
+// Names returns the names of the VMs of the inventory h follows, sorted,
+// whether they have a ring yet or not.
 func (h *History) Names() []string {
 	if h == nil {
 		return nil

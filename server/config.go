@@ -119,8 +119,7 @@ type Config struct {
 	// VM's address; 0 derives it from MaxLongPolls. MaxConns caps all of
 	// them; 0 derives it from the limit on open files alone, not the
 	// fleet, which changes (its VMs are held to MaxConnsPerSource each).
-	// At
-	// MaxConns a new connection takes the place of one of the heaviest
+	// At MaxConns a new connection takes the place of one of the heaviest
 	// source's, if it holds two more than the newcomer, rather than being
 	// refused (see package connlimit). MaxStrangerConns caps, together,
 	// those from addresses of no VM of the inventory in force.

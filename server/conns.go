@@ -72,10 +72,8 @@ var refusal = []byte("HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nR
 	"Content-Type: text/plain; charset=utf-8\r\nContent-Length: 26\r\n\r\ntoo many open connections\n")
 
 // inventory is what the connection caps read of the engine, at each
-// use and without a lock: the fleet in force and the VM of a source
-// address.
+// use and without a lock: the VM of a source address.
 type inventory interface {
-	Fleet() *forewarn.Fleet
 	Lookup(netip.Addr, forewarn.Provider) *forewarn.VM
 }
 

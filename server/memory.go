@@ -15,8 +15,8 @@ const DefaultMemoryHeadroom = 64
 const memoryEvery = 250 * time.Millisecond
 
 // governMemory keeps Go's soft memory limit at the memory the runtime
-// holds besides heap objects, plus the live heap of the last
-// collection, plus headroom MiB, until ctx ends; then it restores the
+// holds besides heap objects and the heap's free pages, plus the live
+// heap of the last collection, plus headroom MiB, until ctx ends; then it restores the
 // limit it found. Go's own pacing (GOGC) lets garbage grow to the size
 // of the live heap, which at 100,000 VMs is some 400 MB: the limit
 // collects sooner once garbage passes the headroom, so a burst of

@@ -269,7 +269,8 @@ func (s *Server) Run(ctx context.Context) error {
 	for i, ln := range s.listeners {
 		go func() { errc <- s.servers[i].Serve(ln) }()
 	}
-	s.log.Info("serving", "vms", len(s.eng.Fleet().VMs), "data", s.cfg.DataDir)
+	vms, _, _ := s.eng.FleetCounts()
+	s.log.Info("serving", "vms", vms, "data", s.cfg.DataDir)
 
 	var serveErr error
 	pending := len(s.servers)

@@ -200,7 +200,7 @@ func vmSet(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	})
 }
 
-// vmRemove deregisters a VM.
+// vmRemoveFromInventory deregisters a VM ('forewarn vm remove').
 func vmRemoveFromInventory(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	c := newCommand("vm remove", vmRemoveSynopsis)
 	return c.run(args, stderr, func(pos []string) error {
