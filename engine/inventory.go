@@ -373,7 +373,7 @@ func (e *Engine) installInventory(next *inventory, defs map[string]*forewarn.Def
 	}
 	e.members.Apply(adds)
 	moved := e.detach(inv, changed, next.affected)
-	e.inv.Store(next)
+	e.inv.Store(next.inForce())
 	for _, c := range changed {
 		e.install(c)
 	}
@@ -511,7 +511,7 @@ func (e *Engine) applyInventory(rev int64, defs map[string]*forewarn.Definition,
 		}
 	}
 	e.members.Apply(adds)
-	e.inv.Store(next)
+	e.inv.Store(next.inForce())
 	return gone, touched, moved
 }
 

@@ -430,6 +430,16 @@ func (inv *inventory) with(rev int64, defs map[string]*forewarn.Definition, sets
 	return next
 }
 
+// inForce drops what inv holds of the change that derived it (affected,
+// peersMoved: every VM, for an inventory built whole) once that change
+// has been looked at, and returns inv to be put in force: the inventory
+// in force would keep them until the next change. inv must not be in
+// force yet.
+func (inv *inventory) inForce() *inventory {
+	inv.affected, inv.peersMoved = nil, nil
+	return inv
+}
+
 // sameNames reports whether groups a and b hold VMs of the same names, in
 // the same order.
 func sameNames(a, b []*forewarn.VM) bool {

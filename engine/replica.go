@@ -338,7 +338,7 @@ func (e *Engine) reset(st *forewarn.State) {
 		}
 	}
 	e.members.Apply(adds)
-	e.inv.Store(next)
+	e.inv.Store(next.inForce())
 	for _, ev := range st.Events {
 		e.install(ev)
 	}
