@@ -486,44 +486,33 @@ func (s *invServer) puts(ctx context.Context, cfg InventoryConfig, f *inventoryF
 // collect has the server run a garbage collection (a heap profile
 // taken after one, on the operator listener), and waits for it.
 func (s *invServer) collect(ctx context.Context, cfg InventoryConfig) error {
-	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+s.admin+"/debug/pprof/heap?gc=1", nil)
-	if err != nil {
-		return err
-	}
-	resp, err := s.hc.Do(req)
-	if err != nil {
-		return fmt.Errorf("a collection: %w", err)
-	}
-	defer resp.Body.Close()
-	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
-		return fmt.Errorf("a collection: %w", err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("a collection: %s", resp.Status)
-	}
-	return nil
+	return s.get(ctx, cfg, "/debug/pprof/heap?gc=1")
 }
 
 // health sends GET /healthz on the harness's client.
 func (s *invServer) health(ctx context.Context, cfg InventoryConfig) error {
+	return s.get(ctx, cfg, "/healthz")
+}
+
+// get sends GET path to the operator listener on the harness's client,
+// reads the answer and wants 200.
+func (s *invServer) get(ctx context.Context, cfg InventoryConfig, path string) error {
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+s.admin+"/healthz", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+s.admin+path, nil)
 	if err != nil {
 		return err
 	}
 	resp, err := s.hc.Do(req)
 	if err != nil {
-		return err
+		return fmt.Errorf("GET %s: %w", path, err)
 	}
 	defer resp.Body.Close()
 	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
-		return err
+		return fmt.Errorf("GET %s: %w", path, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET /healthz: %s", resp.Status)
+		return fmt.Errorf("GET %s: %s", path, resp.Status)
 	}
 	return nil
 }
