@@ -40,9 +40,16 @@ func TestAllow(t *testing.T) {
 		time.Sleep(time.Hour)
 		var c State // made an hour after the Limiter
 		burst("c, new", &c)
+		// A Limiter made later (a new rate) reads a state spent under
+		// l as spent far ahead, until Reset.
+		burst("a again", &a)
+		l2 := New(5, 5)
+		if l2.Allow(&a) {
+			t.Fatal("a, spent under l, allowed by a new Limiter before Reset")
+		}
 		a.Reset()
-		if !l.Allow(&a) {
-			t.Fatal("a refused after Reset")
+		if !l2.Allow(&a) {
+			t.Fatal("a refused by the new Limiter after Reset")
 		}
 		var nl *Limiter
 		for range 100 {
