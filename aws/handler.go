@@ -23,7 +23,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,6 +34,7 @@ import (
 	"github.com/forewarn/forewarn"
 	"github.com/forewarn/forewarn/engine"
 	"github.com/forewarn/forewarn/history"
+	"github.com/forewarn/forewarn/internal/caller"
 	"github.com/forewarn/forewarn/internal/ratelimit"
 	"github.com/forewarn/forewarn/internal/slots"
 	"github.com/forewarn/forewarn/metrics"
@@ -217,11 +217,11 @@ func (s *Server) SetRateLimit(rate float64) {
 // the inventory in force, preferring its catch-all EC2 VM for unknown
 // addresses, or nil. It may be a VM of another API.
 func (s *Server) Caller(r *http.Request) *forewarn.VM {
-	addr, err := netip.ParseAddrPort(r.RemoteAddr)
-	if err != nil {
+	id, ok := caller.Of(r)
+	if !ok {
 		return nil
 	}
-	return s.eng.Lookup(addr.Addr(), forewarn.AWS)
+	return s.eng.LookupOn(id.Network, id.Addr.Addr(), forewarn.AWS)
 }
 
 // connKey is the context key of the connection a request came on.
@@ -358,7 +358,11 @@ func (s *Server) handleToken(w http.ResponseWriter, r *http.Request, vm *forewar
 		return
 	}
 	tok := s.issue(vm, sl, time.Now().Add(time.Duration(ttl)*time.Second))
-	if c, ok := r.Context().Value(connKey{}).(syscall.Conn); ok {
+	if caller.Relayed(r) != nil {
+		// The relay sets it on its answer to the VM: only the host
+		// holds the VM's connection.
+		h[caller.HopLimitHeader] = []string{strconv.Itoa(d.static.hopLimit)}
+	} else if c, ok := r.Context().Value(connKey{}).(syscall.Conn); ok {
 		// A connection without a socket (an in-memory pipe) has no hop
 		// limit to set.
 		if err := setTTL(c, d.static.hopLimit); err != nil && !errors.Is(err, errors.ErrUnsupported) {
@@ -394,6 +398,15 @@ func parseTTL(v string) int {
 // setTTL sets the IP TTL and, on an IPv6 socket, the IPv6 unicast hop
 // limit of the socket under c: Linux accepts IP_TTL on an IPv6 socket
 // but applies it only to IPv4-mapped peers.
+// SetHopLimit sets the IP TTL (IPv6 hop limit) of the packets c sends
+// from now on to n, as the answer to a token request has them: a relay
+// calls it on the VM's connection with the hop limit the server gives.
+func SetHopLimit(c syscall.Conn, n int) error { return setTTL(c, n) }
+
+// RefuseForwarded answers a token request that carries X-Forwarded-For
+// as EC2 does: 403, for a request that came through a proxy.
+func RefuseForwarded(w http.ResponseWriter) { writeError(w, http.StatusForbidden) }
+
 func setTTL(c syscall.Conn, ttl int) error {
 	rc, err := c.SyscallConn()
 	if err != nil {

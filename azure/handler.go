@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/netip"
 	"path"
 	"strings"
 	"sync"
@@ -17,6 +16,7 @@ import (
 	"github.com/forewarn/forewarn"
 	"github.com/forewarn/forewarn/engine"
 	"github.com/forewarn/forewarn/history"
+	"github.com/forewarn/forewarn/internal/caller"
 	"github.com/forewarn/forewarn/internal/echo"
 	"github.com/forewarn/forewarn/internal/query"
 	"github.com/forewarn/forewarn/internal/ratelimit"
@@ -200,11 +200,11 @@ func (s *Server) callerName(r *http.Request) string {
 	if s.history == nil {
 		return ""
 	}
-	addr, err := netip.ParseAddrPort(r.RemoteAddr)
-	if err != nil {
+	id, ok := caller.Of(r)
+	if !ok {
 		return ""
 	}
-	if vm := s.eng.Lookup(addr.Addr(), forewarn.Azure); vm != nil && vm.Provider == forewarn.Azure {
+	if vm := s.eng.LookupOn(id.Network, id.Addr.Addr(), forewarn.Azure); vm != nil && vm.Provider == forewarn.Azure {
 		return vm.Name
 	}
 	return ""
@@ -272,11 +272,11 @@ func (s *Server) caller(w http.ResponseWriter, r *http.Request) (*forewarn.VM, *
 // callerHeader is caller; with needHeader false a missing Metadata
 // header is let through.
 func (s *Server) callerHeader(w http.ResponseWriter, r *http.Request, needHeader bool) (*forewarn.VM, *slot) {
-	addr, err := netip.ParseAddrPort(r.RemoteAddr)
+	id, ok := caller.Of(r)
 	var vm *forewarn.VM
 	var sl *slot
-	if err == nil {
-		vm = s.eng.Lookup(addr.Addr(), forewarn.Azure)
+	if ok {
+		vm = s.eng.LookupOn(id.Network, id.Addr.Addr(), forewarn.Azure)
 	}
 	if vm != nil && vm.Provider == forewarn.Azure {
 		// A VM the inventory has but this server not yet, in the instant
@@ -288,7 +288,7 @@ func (s *Server) callerHeader(w http.ResponseWriter, r *http.Request, needHeader
 	}
 	switch {
 	case vm == nil:
-		refuseUnknown(w, addr, err)
+		refuseUnknown(w, r)
 		return nil, nil
 	case vm.Provider != forewarn.Azure:
 		writeError(w, http.StatusNotFound, msgNotFound)
@@ -314,8 +314,8 @@ func (s *Server) callerHeader(w http.ResponseWriter, r *http.Request, needHeader
 
 // refuseUnknown refuses a caller whose source address, addr (err when
 // it did not parse), is no Azure VM's of the inventory.
-func refuseUnknown(w http.ResponseWriter, addr netip.AddrPort, err error) {
-	refuse(w, http.StatusForbidden, "Forbidden. No VM of the fleet has the source address "+addrString(addr, err))
+func refuseUnknown(w http.ResponseWriter, r *http.Request) {
+	refuse(w, http.StatusForbidden, "Forbidden. No VM of the fleet has the source address "+caller.WhereOf(r))
 }
 
 // refuse writes the error for a caller that is refused, not mistaken,
@@ -333,13 +333,6 @@ func metadataHeaderOK(h string, needed bool) bool {
 		return !needed
 	}
 	return strings.EqualFold(h, "true")
-}
-
-func addrString(a netip.AddrPort, err error) string {
-	if err != nil {
-		return "(unknown)"
-	}
-	return a.Addr().String()
 }
 
 // params is a parsed query string.
@@ -397,8 +390,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 			// The VM left the inventory while its call was held: the
 			// answer is the one its address gets now.
 			t.Stop()
-			addr, err := netip.ParseAddrPort(r.RemoteAddr)
-			refuseUnknown(w, addr, err)
+			refuseUnknown(w, r)
 			return
 		case <-r.Context().Done():
 			t.Stop()

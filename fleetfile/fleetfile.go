@@ -310,6 +310,11 @@ func addrUsed(p fmt.Stringer, vm *forewarn.VM, other string) error {
 // '.', '_' and '-', starting with a letter or digit.
 var networkName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
 
+// ValidNetwork reports whether name is a network's name, as a VM's
+// network, a relay's listener and the relays file give it: 1 to 63
+// letters, digits, '.', '_' and '-', starting with a letter or digit.
+func ValidNetwork(name string) bool { return networkName.MatchString(name) }
+
 // ipText is ip as a fleet file writes it: "any" for the zero IP.
 func ipText(ip netip.Addr) string {
 	if !ip.IsValid() {

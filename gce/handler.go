@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
-	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +16,7 @@ import (
 	"github.com/forewarn/forewarn"
 	"github.com/forewarn/forewarn/engine"
 	"github.com/forewarn/forewarn/history"
+	"github.com/forewarn/forewarn/internal/caller"
 	"github.com/forewarn/forewarn/internal/echo"
 	"github.com/forewarn/forewarn/internal/query"
 	"github.com/forewarn/forewarn/internal/ratelimit"
@@ -189,11 +189,11 @@ func NewServer(eng *engine.Engine, log *slog.Logger) *Server {
 // Caller returns the VM whose requests come from r's source address in
 // the inventory in force, or nil. It may be a VM of another API.
 func (s *Server) Caller(r *http.Request) *forewarn.VM {
-	addr, err := netip.ParseAddrPort(r.RemoteAddr)
-	if err != nil {
+	id, ok := caller.Of(r)
+	if !ok {
 		return nil
 	}
-	return s.eng.Lookup(addr.Addr(), forewarn.GCE)
+	return s.eng.LookupOn(id.Network, id.Addr.Addr(), forewarn.GCE)
 }
 
 // writeError writes an HTML error page, as the real server does; clients
@@ -313,8 +313,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, vm *forewarn.VM) 
 	switch {
 	case vm == nil:
 		addr := r.RemoteAddr
-		if ap, err := netip.ParseAddrPort(addr); err == nil {
-			addr = ap.Addr().String()
+		if id, ok := caller.Of(r); ok {
+			addr = id.Where()
 		}
 		// Refused, not mistaken: close the connection after the answer,
 		// so that the caller holds nothing.

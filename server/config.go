@@ -40,6 +40,19 @@ type Config struct {
 	// their RemoteAddr, which must then be an IP address and port for the
 	// VMs to be known.
 	MetadataListener net.Listener
+	// RelayAddr, when set, is the listen address of the relay listener,
+	// where 'forewarn relay' processes forward their VMs' requests over
+	// mutual TLS: RelayCertFile and RelayKeyFile are the server's
+	// certificate and key, RelayCAFile the authority that signs the
+	// relays' certificates, and RelaysFile (or Relays) names each relay
+	// and the networks it may speak for. RelayListener, when set, is the
+	// relay listener's plain listener instead of RelayAddr; the Server
+	// adds TLS and closes it.
+	RelayAddr                                string
+	RelayListener                            net.Listener
+	RelayCertFile, RelayKeyFile, RelayCAFile string
+	RelaysFile                               string
+	Relays                                   Relays
 	// Store is StoreBolt (the embedded store in DataDir), StoreEtcd or
 	// StoreMem.
 	Store string
@@ -180,6 +193,9 @@ func (c *Config) Validate() error {
 			return forewarn.Errorf(forewarn.EINVALID, "%s %q: %v", a.flag, a.addr, err)
 		}
 	}
+	if err := c.validateRelay(); err != nil {
+		return err
+	}
 	if c.Fleet != nil && c.FleetFile != "" {
 		return forewarn.Errorf(forewarn.EINVALID, "--fleet %s: the configuration also holds a fleet; give one of them", c.FleetFile)
 	}
@@ -269,4 +285,43 @@ func loopback(addr string) bool {
 	}
 	ip, err := netip.ParseAddr(host)
 	return err == nil && ip.IsLoopback()
+}
+
+// relayed reports whether c has a relay listener.
+func (c *Config) relayed() bool { return c.RelayAddr != "" || c.RelayListener != nil }
+
+// validateRelay reports whether the relay listener's settings are whole.
+func (c *Config) validateRelay() error {
+	if !c.relayed() {
+		for _, f := range []struct{ flag, v string }{{"--relay-cert", c.RelayCertFile}, {"--relay-key", c.RelayKeyFile},
+			{"--relay-ca", c.RelayCAFile}, {"--relays", c.RelaysFile}} {
+			if f.v != "" {
+				return forewarn.Errorf(forewarn.EINVALID, "%s needs --relay-addr, the relay listener it configures", f.flag)
+			}
+		}
+		if c.Relays != nil {
+			return forewarn.Errorf(forewarn.EINVALID, "relays are given without --relay-addr, the relay listener they reach")
+		}
+		return nil
+	}
+	if c.RelayListener == nil {
+		if _, _, err := net.SplitHostPort(c.RelayAddr); err != nil {
+			return forewarn.Errorf(forewarn.EINVALID, "--relay-addr %q: %v", c.RelayAddr, err)
+		}
+	}
+	for _, f := range []struct{ flag, v string }{{"--relay-cert", c.RelayCertFile}, {"--relay-key", c.RelayKeyFile},
+		{"--relay-ca", c.RelayCAFile}} {
+		if f.v == "" {
+			return forewarn.Errorf(forewarn.EINVALID, "--relay-addr needs %s: relays and the server authenticate each other with certificates", f.flag)
+		}
+	}
+	switch {
+	case c.RelaysFile == "" && c.Relays == nil:
+		return forewarn.Errorf(forewarn.EINVALID, "--relay-addr needs --relays FILE: the relays and the networks each may speak for")
+	case c.RelaysFile != "" && c.Relays != nil:
+		return forewarn.Errorf(forewarn.EINVALID, "--relays %s: the configuration also holds relays; give one of them", c.RelaysFile)
+	case c.Relays != nil:
+		return c.Relays.Validate()
+	}
+	return nil
 }

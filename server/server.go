@@ -18,6 +18,7 @@ package server
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -41,6 +42,7 @@ import (
 	"github.com/forewarn/forewarn/fleetfile"
 	"github.com/forewarn/forewarn/gce"
 	"github.com/forewarn/forewarn/history"
+	"github.com/forewarn/forewarn/internal/caller"
 	"github.com/forewarn/forewarn/internal/connlimit"
 	"github.com/forewarn/forewarn/mem"
 	"github.com/forewarn/forewarn/metrics"
@@ -69,10 +71,11 @@ type Server struct {
 	adm     *admin.Server
 	md      http.Handler // the metadata API's router
 
-	// addrs are the listeners' addresses: metadata, then operator.
-	addrs     [2]net.Addr
-	listeners [2]net.Listener // capped
-	servers   [2]*http.Server
+	// addrs are the listeners' addresses: metadata, operator, then the
+	// relay listener's when there is one.
+	addrs     []net.Addr
+	listeners []net.Listener // capped
+	servers   []*http.Server
 
 	mu    sync.Mutex
 	state int // ready, running or done
@@ -111,7 +114,7 @@ func newServer(ctx context.Context, cfg Config) (_ *Server, err error) {
 		}
 	}()
 	// Given listeners are the Server's from the start.
-	for _, ln := range []net.Listener{cfg.MetadataListener, cfg.AdminListener} {
+	for _, ln := range []net.Listener{cfg.MetadataListener, cfg.AdminListener, cfg.RelayListener} {
 		if ln != nil {
 			undo = append(undo, func() { ln.Close() })
 		}
@@ -198,13 +201,26 @@ func newServer(ctx context.Context, cfg Config) (_ *Server, err error) {
 		}
 		undo = append(undo, func() { adLn.Close() })
 	}
-	s.addrs = [2]net.Addr{mdLn.Addr(), adLn.Addr()}
+	// The relay listener's TLS, checked before anything listens.
+	var relayCfg *tls.Config
+	relays := cfg.Relays
+	if cfg.relayed() {
+		if relays == nil {
+			if relays, err = LoadRelays(cfg.RelaysFile); err != nil {
+				return nil, err
+			}
+		}
+		if relayCfg, err = relayTLS(cfg.RelayCertFile, cfg.RelayKeyFile, cfg.RelayCAFile, relays); err != nil {
+			return nil, err
+		}
+	}
+	s.addrs = []net.Addr{mdLn.Addr(), adLn.Addr()}
 	mdCaps, admCaps := listenerCaps(cfg, s.eng, s.log)
 	s.capsWarn = &capsWarner{maxLongPolls: cfg.MaxLongPolls, total: mdCaps.Total, log: s.log}
 	s.capsChecked = s.eng.InventoryRevision()
 	s.capsWarn.checkCounts(s.eng.FleetCounts())
 	mdCapped, admCapped := connlimit.New(mdLn, mdCaps), connlimit.New(adLn, admCaps)
-	s.listeners = [2]net.Listener{mdCapped, admCapped}
+	s.listeners = []net.Listener{mdCapped, admCapped}
 
 	s.adm = admin.NewServer(s.eng, s.log)
 	s.adm.Token, s.adm.Audit, s.adm.Metrics = token, s.audit, s.mets
@@ -231,8 +247,32 @@ func newServer(ctx context.Context, cfg Config) (_ *Server, err error) {
 	s.adm.History = s.hist
 	s.adm.Renderers = map[string]admin.Renderer{"azure": s.az, "gce": s.gc, "aws": s.ec2}
 	s.md = metadataHandler(s.az, s.gc, s.ec2)
-	s.servers = [2]*http.Server{httpServer(cfg, s.md, mdCapped), httpServer(cfg, s.adm, admCapped)}
+	s.servers = []*http.Server{httpServer(cfg, refuseIdentity(s.md), mdCapped), httpServer(cfg, s.adm, admCapped)}
 	s.servers[0].ConnContext = aws.ConnContext
+	if relayCfg != nil {
+		rl := cfg.RelayListener
+		if rl == nil {
+			if rl, err = net.Listen("tcp", cfg.RelayAddr); err != nil {
+				return nil, fmt.Errorf("relay listener: %w", err)
+			}
+			undo = append(undo, func() { rl.Close() })
+		}
+		capped := connlimit.New(rl, connlimit.Config{Name: "relay", PerSource: relayConnsPerSource, Total: relayConnsTotal,
+			WriteTimeout: cfg.WriteTimeout, Refusal: refusal, Logger: s.log})
+		s.addrs = append(s.addrs, rl.Addr())
+		s.listeners = append(s.listeners, tls.NewListener(capped, relayCfg))
+		hs := &http.Server{
+			Handler:           connlimit.BodyTimeout(newRelayHandler(relays, s.md, mdCaps.PerSource), cfg.BodyTimeout),
+			ReadHeaderTimeout: cfg.HeaderTimeout,
+			IdleTimeout:       cfg.IdleTimeout,
+			MaxHeaderBytes:    maxHeaderBytes,
+			HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: relayStreams},
+			ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		}
+		hs.RegisterOnShutdown(s.gc.Shutdown)
+		hs.RegisterOnShutdown(s.az.Shutdown)
+		s.servers = append(s.servers, hs)
+	}
 	s.servers[0].RegisterOnShutdown(s.gc.Shutdown)
 	s.servers[0].RegisterOnShutdown(s.az.Shutdown)
 	s.servers[1].RegisterOnShutdown(s.adm.Shutdown)
@@ -347,6 +387,15 @@ func (s *Server) Fleet() *forewarn.Fleet { return s.eng.Fleet() }
 // MetadataAddr returns the address the metadata API listens on, with
 // the port the system chose for a port 0.
 func (s *Server) MetadataAddr() net.Addr { return s.addrs[0] }
+
+// RelayAddr returns the address the relay listener listens on, or nil
+// when the server has none.
+func (s *Server) RelayAddr() net.Addr {
+	if len(s.addrs) < 3 {
+		return nil
+	}
+	return s.addrs[2]
+}
 
 // AdminAddr returns the address the operator API listens on.
 func (s *Server) AdminAddr() net.Addr { return s.addrs[1] }
@@ -467,6 +516,20 @@ func metadataHandler(az *azure.Server, g *gce.Server, ec2 *aws.Server) http.Hand
 		default:
 			az.ServeHTTP(w, r)
 		}
+	})
+}
+
+// refuseIdentity refuses, on the metadata listener, a request that
+// claims an identity in its headers (see caller.HasIdentity): only the
+// relay listener, which authenticates its callers, takes them.
+func refuseIdentity(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if caller.HasIdentity(r.Header) {
+			w.Header().Set("Connection", "close")
+			relayError(w, http.StatusForbidden, "identity headers are taken from authenticated relays only")
+			return
+		}
+		h.ServeHTTP(w, r)
 	})
 }
 

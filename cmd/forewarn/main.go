@@ -2,6 +2,7 @@
 // agent and its load harness.
 //
 //	forewarn serve [flags]            run the metadata and operator APIs
+//	forewarn relay [flags]            run a host's metadata relay
 //	forewarn event create|list|approve|start|complete|cancel ...
 //	forewarn vm list|restart|redeploy|evict|start|delete|degrade ...
 //	forewarn maintenance start|list ...
@@ -28,6 +29,7 @@ const usage = `usage: forewarn <command> [arguments]
 
 commands:
   serve        run the metadata API and the operator API
+  relay        run a host's metadata relay: VMs' requests to the servers, with their network
   event        create, list, approve, start, complete or cancel events
   vm           list VMs; restart, redeploy, evict, start, delete or degrade a VM;
                add, set or remove a VM of the inventory
@@ -60,6 +62,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "serve":
 		return runServe(ctx, args[1:], stdout, stderr)
+	case "relay":
+		return runRelay(ctx, args[1:], stdout, stderr)
 	case "event":
 		return runEvent(ctx, args[1:], stdout, stderr)
 	case "vm":

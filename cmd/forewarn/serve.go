@@ -34,6 +34,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 		return nil
 	})
+	fs.StringVar(&cfg.RelayAddr, "relay-addr", "", "listen address of the relay listener, where 'forewarn relay' on each host forwards its VMs' requests over mutual TLS (needs --relay-cert, --relay-key, --relay-ca and --relays)")
+	fs.StringVar(&cfg.RelayCertFile, "relay-cert", "", "PEM `file` of the relay listener's certificate")
+	fs.StringVar(&cfg.RelayKeyFile, "relay-key", "", "PEM `file` of the relay listener's private key")
+	fs.StringVar(&cfg.RelayCAFile, "relay-ca", "", "PEM `file` of the authority that signs the relays' client certificates")
+	fs.StringVar(&cfg.RelaysFile, "relays", "", "YAML `file` mapping each relay's certificate name to the networks it may speak for, e.g. 'host-a: [blue, green]'")
 	fs.StringVar(&cfg.DataDir, "data", cfg.DataDir, "directory of the embedded store and the audit log, created if missing")
 	fs.StringVar(&cfg.Store, "store", cfg.Store, "where state is kept: bolt (embedded, one server), etcd (several replicas share it) or mem (in memory, kept nowhere)")
 	fs.Func("etcd-endpoints", "etcd client URLs, comma-separated (with --store etcd)", func(v string) error {
@@ -92,6 +97,9 @@ func Serve(ctx context.Context, cfg ServeConfig, log *slog.Logger, out io.Writer
 		return err
 	}
 	fmt.Fprintf(out, "metadata API listening on %s\noperator API listening on %s\n", s.MetadataAddr(), s.AdminAddr())
+	if a := s.RelayAddr(); a != nil {
+		fmt.Fprintf(out, "relay listener on %s\n", a)
+	}
 	return s.Run(ctx)
 }
 

@@ -1,0 +1,70 @@
+package relay
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// relayMetrics are the relay's metrics, served at GET /metrics on
+// --metrics-addr. Labels are bounded: networks are the relay's own
+// listeners, servers its --server list, codes the statuses it answers.
+type relayMetrics struct {
+	reg            *prometheus.Registry
+	requests       *prometheus.CounterVec   // network, code
+	duration       *prometheus.HistogramVec // network
+	inFlight       *prometheus.GaugeVec     // network
+	refused        *prometheus.CounterVec   // reason
+	upstreamErrors *prometheus.CounterVec   // server
+	upstreamConns  *prometheus.GaugeVec     // server
+	upstreamDials  *prometheus.CounterVec   // server
+	failovers      prometheus.Counter
+}
+
+func newMetrics(r *Relay) *relayMetrics {
+	m := &relayMetrics{
+		reg: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "forewarn_relay_requests_total",
+			Help: "VM requests the relay answered, by network and status (0: the VM left first)."}, []string{"network", "code"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "forewarn_relay_request_duration_seconds",
+			Help:    "Time from a VM's request to the end of the relay's answer, held long-polls included.",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .05, .25, 1, 5, 30, 300}}, []string{"network"}),
+		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "forewarn_relay_requests_in_flight",
+			Help: "VM requests the relay holds now (held long-polls included), by network."}, []string{"network"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "forewarn_relay_refused_total",
+			Help: "VM requests the relay refused itself: forwarded (a token request with X-Forwarded-For), body (too large)."}, []string{"reason"}),
+		upstreamErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "forewarn_relay_upstream_errors_total",
+			Help: "Requests a server failed (no connection, or one that broke), each then sent again."}, []string{"server"}),
+		upstreamConns: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "forewarn_relay_upstream_connections",
+			Help: "HTTP/2 connections open to each server."}, []string{"server"}),
+		upstreamDials: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "forewarn_relay_upstream_dials_total",
+			Help: "HTTP/2 connections opened to each server."}, []string{"server"}),
+		failovers: prometheus.NewCounter(prometheus.CounterOpts{Name: "forewarn_relay_failovers_total",
+			Help: "Times the relay moved to another server after the one in use failed."}),
+	}
+	m.reg.MustRegister(m.requests, m.duration, m.inFlight, m.refused, m.upstreamErrors, m.upstreamConns,
+		m.upstreamDials, m.failovers, collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for _, l := range r.cfg.Listeners {
+		m.inFlight.WithLabelValues(l.Network)
+	}
+	return m
+}
+
+// start counts a request of network in flight.
+func (m *relayMetrics) start(network string) { m.inFlight.WithLabelValues(network).Inc() }
+
+// done counts a request of network that ended with code after d.
+func (m *relayMetrics) done(network string, code int, d time.Duration) {
+	m.inFlight.WithLabelValues(network).Dec()
+	m.requests.WithLabelValues(network, strconv.Itoa(code)).Inc()
+	m.duration.WithLabelValues(network).Observe(d.Seconds())
+}
+
+func (m *relayMetrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}

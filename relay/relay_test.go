@@ -1,0 +1,302 @@
+package relay_test
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/forewarn/forewarn"
+	"github.com/forewarn/forewarn/engine"
+	"github.com/forewarn/forewarn/fleetfile"
+	"github.com/forewarn/forewarn/internal/testpki"
+	"github.com/forewarn/forewarn/relay"
+	"github.com/forewarn/forewarn/server"
+)
+
+// The fleet of these tests: on network blue, an Azure VM at 127.0.0.3,
+// a GCE VM at 127.0.0.4 and an EC2 VM at 127.0.0.5; on network red, an
+// Azure VM at 127.0.0.3 too; and a VM reached directly at 127.0.0.6.
+const fleetYAML = `
+vms:
+  - {name: blue_az, ip: 127.0.0.3, network: blue}
+  - {name: blue_gce, ip: 127.0.0.4, network: blue, provider: gce}
+  - {name: blue_ec2, ip: 127.0.0.5, network: blue, provider: aws, instanceId: i-0123456789abcdef0}
+  - {name: red_az, ip: 127.0.0.3, network: red}
+  - {name: direct_az, ip: 127.0.0.6}
+`
+
+// pki is the certificates of one test: the servers' and each relay's.
+type pki struct {
+	dir                  string
+	server, blue, redSam testpki.Files
+	stranger             testpki.Files // signed by another authority
+	unlisted             testpki.Files // signed, but named in no relays file
+	relays               string        // the relays file
+}
+
+func newPKI(t *testing.T) *pki {
+	t.Helper()
+	ca, err := testpki.NewCA("forewarn test CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := testpki.NewCA("another CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &pki{dir: t.TempDir()}
+	must := func(f testpki.Files, err error) testpki.Files {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	p.server = must(ca.Write(p.dir, "server", "forewarn", false, "127.0.0.1", "localhost"))
+	p.blue = must(ca.Write(p.dir, "host-blue", "host-blue", true))
+	p.redSam = must(ca.Write(p.dir, "host-red", "host-red", true))
+	p.stranger = must(other.Write(p.dir, "stranger", "host-blue", true))
+	p.unlisted = must(ca.Write(p.dir, "unlisted", "host-nobody", true))
+	p.relays = filepath.Join(p.dir, "relays.yaml")
+	if err := os.WriteFile(p.relays, []byte("host-blue: [blue]\nhost-red: [red]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// startServer runs a server of fleetYAML with a relay listener.
+func startServer(t *testing.T, p *pki) *server.Server {
+	t.Helper()
+	fleet, err := fleetfile.Parse([]byte(fleetYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := server.DefaultConfig()
+	cfg.Store, cfg.Fleet, cfg.DataDir = server.StoreMem, fleet, ""
+	cfg.MetadataAddr, cfg.AdminAddr, cfg.RelayAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
+	cfg.RelayCertFile, cfg.RelayKeyFile, cfg.RelayCAFile, cfg.RelaysFile = p.server.Cert, p.server.Key, p.server.CA, p.relays
+	s, err := server.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("server: %v", err)
+		}
+	})
+	return s
+}
+
+// startRelay runs a relay whose listener of network listens on
+// 127.0.0.2, with creds, in front of servers.
+func startRelay(t *testing.T, creds testpki.Files, network string, servers ...string) *relay.Relay {
+	t.Helper()
+	cfg := relay.DefaultConfig()
+	cfg.Listeners = []relay.Listener{{Network: network, Addr: "127.0.0.2:0"}}
+	cfg.Servers = servers
+	cfg.CertFile, cfg.KeyFile, cfg.CAFile = creds.Cert, creds.Key, creds.CA
+	cfg.MetricsAddr = "127.0.0.1:0"
+	cfg.RetryFor = 300 * time.Millisecond
+	r, err := relay.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("relay: %v", err)
+		}
+	})
+	return r
+}
+
+// from returns an HTTP client whose connections come from address src.
+func from(src string) *http.Client {
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 5 * time.Second}
+	return &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{DialContext: d.DialContext, Proxy: nil}}
+}
+
+// call sends a request and returns its status, headers and body.
+func call(t *testing.T, c *http.Client, method, url string, hdr map[string]string) (int, http.Header, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Close {
+		// net/http reads "Connection: close" into resp.Close.
+		resp.Header.Set("Connection", "close")
+	}
+	return resp.StatusCode, resp.Header, string(b)
+}
+
+const azPath = "/metadata/scheduledevents?api-version=2020-07-01"
+
+func TestRelayIdentity(t *testing.T) {
+	p := newPKI(t)
+	s := startServer(t, p)
+	srvURL := "https://" + s.RelayAddr().String()
+	blue := startRelay(t, p.blue, "blue", srvURL)
+	via := "http://" + blue.Addrs()[0].String()
+	direct := "http://" + s.MetadataAddr().String()
+
+	// The Azure VM of blue at 127.0.0.3, through the relay: its own
+	// document (no events yet), not red_az's, which has its address.
+	status, h, body := call(t, from("127.0.0.3"), "GET", via+azPath, map[string]string{"Metadata": "true"})
+	if status != 200 || body != `{"DocumentIncarnation":1,"Events":[]}` {
+		t.Fatalf("blue_az through the relay: %d %q", status, body)
+	}
+	for k := range h {
+		if strings.HasPrefix(k, "Forewarn-") {
+			t.Errorf("the relay passed on the server's header %s", k)
+		}
+	}
+	// Directly, 127.0.0.3 is no VM: blue_az and red_az are on networks.
+	status, _, body = call(t, from("127.0.0.3"), "GET", direct+azPath, map[string]string{"Metadata": "true"})
+	if status != 403 || !strings.Contains(body, "source address 127.0.0.3") {
+		t.Fatalf("127.0.0.3 directly: %d %q", status, body)
+	}
+	// A VM that claims network red through the relay of blue is still
+	// blue_az: its headers are dropped.
+	st1, _, b1 := call(t, from("127.0.0.3"), "GET", via+"/metadata/instance/compute/name?api-version=2021-02-01&format=text",
+		map[string]string{"Metadata": "true", "Forewarn-Relay-Network": "red", "Forewarn-Relay-Source": "127.0.0.6:1"})
+	if st1 == 200 && b1 != "blue_az" {
+		t.Fatalf("a VM's identity headers were believed: %d %q", st1, b1)
+	}
+	status, _, body = call(t, from("127.0.0.3"), "GET", via+azPath, map[string]string{"Metadata": "true",
+		"Forewarn-Relay-Network": "red", "X-Instance-ID": "red_az"})
+	if status != 200 || body != `{"DocumentIncarnation":1,"Events":[]}` {
+		t.Fatalf("with identity headers through the relay: %d %q", status, body)
+	}
+	// The same headers sent directly are refused.
+	status, _, body = call(t, from("127.0.0.6"), "GET", direct+azPath, map[string]string{"Metadata": "true", "Forewarn-Relay-Network": "blue"})
+	if status != 403 || body != `{"error":"identity headers are taken from authenticated relays only"}`+"\n" {
+		t.Fatalf("identity headers sent directly: %d %q", status, body)
+	}
+	// An address of no VM of blue is refused, naming the network.
+	status, _, body = call(t, from("127.0.0.6"), "GET", via+azPath, map[string]string{"Metadata": "true"})
+	if status != 403 || !strings.Contains(body, "127.0.0.6 on network blue") {
+		t.Fatalf("127.0.0.6 through the relay of blue: %d %q", status, body)
+	}
+}
+
+func TestRelayRefusedCredentials(t *testing.T) {
+	p := newPKI(t)
+	s := startServer(t, p)
+	srvURL := "https://" + s.RelayAddr().String()
+	for _, tc := range []struct {
+		name    string
+		creds   testpki.Files
+		network string
+		status  int
+		body    string
+	}{
+		{"another authority", p.stranger, "blue", 502, "no metadata server answered\n"},
+		{"a name no relays file lists", p.unlisted, "blue", 502, "no metadata server answered\n"},
+		{"a network of another relay", p.redSam, "blue", 403, `{"error":"relay \"host-red\" does not serve network \"blue\""}` + "\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := startRelay(t, tc.creds, tc.network, srvURL)
+			status, _, body := call(t, from("127.0.0.3"), "GET", "http://"+r.Addrs()[0].String()+azPath, map[string]string{"Metadata": "true"})
+			if status != tc.status || body != tc.body {
+				t.Fatalf("got %d %q, want %d %q", status, body, tc.status, tc.body)
+			}
+		})
+	}
+}
+
+func TestRelayEC2Token(t *testing.T) {
+	p := newPKI(t)
+	s := startServer(t, p)
+	r := startRelay(t, p.blue, "blue", "https://"+s.RelayAddr().String())
+	via := "http://" + r.Addrs()[0].String()
+	c := from("127.0.0.5")
+	status, h, tok := call(t, c, "PUT", via+"/latest/api/token", map[string]string{"X-aws-ec2-metadata-token-ttl-seconds": "60"})
+	if status != 200 || len(tok) != 56 || h.Get("Connection") != "close" || h.Get("Forewarn-Hop-Limit") != "" {
+		t.Fatalf("token through the relay: %d %q, headers %v", status, tok, h)
+	}
+	status, _, body := call(t, c, "GET", via+"/latest/meta-data/instance-id", map[string]string{"X-aws-ec2-metadata-token": tok})
+	if status != 200 || body != "i-0123456789abcdef0" {
+		t.Fatalf("instance-id with the token: %d %q", status, body)
+	}
+	// A token request that came through a proxy is refused by the relay.
+	status, _, _ = call(t, c, "PUT", via+"/latest/api/token", map[string]string{"X-aws-ec2-metadata-token-ttl-seconds": "60", "X-Forwarded-For": "10.0.0.1"})
+	if status != 403 {
+		t.Fatalf("token request with X-Forwarded-For: %d, want 403", status)
+	}
+}
+
+func TestRelayGCELongPoll(t *testing.T) {
+	p := newPKI(t)
+	s := startServer(t, p)
+	r := startRelay(t, p.blue, "blue", "https://"+s.RelayAddr().String())
+	via := "http://" + r.Addrs()[0].String()
+	c := from("127.0.0.4")
+	url := via + "/computeMetadata/v1/instance/maintenance-event"
+	status, h, body := call(t, c, "GET", url, map[string]string{"Metadata-Flavor": "Google"})
+	if status != 200 || body != "NONE" || h.Get("Etag") == "" {
+		t.Fatalf("maintenance-event through the relay: %d %q %v", status, body, h)
+	}
+	type answer struct {
+		status int
+		body   string
+	}
+	got := make(chan answer, 1)
+	go func() {
+		req, _ := http.NewRequest("GET", url+"?wait_for_change=true&last_etag="+h.Get("Etag"), nil)
+		req.Header.Set("Metadata-Flavor", "Google")
+		resp, err := c.Do(req)
+		if err != nil {
+			got <- answer{0, err.Error()}
+			return
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		got <- answer{resp.StatusCode, string(b)}
+	}()
+	time.Sleep(200 * time.Millisecond) // the long-poll is held
+	select {
+	case a := <-got:
+		t.Fatalf("the long-poll was answered before any change: %+v", a)
+	default:
+	}
+	if _, err := s.Engine().Create(context.Background(), engine.Spec{Type: forewarn.MigrateOnHostMaintenance, VMs: []string{"blue_gce"}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case a := <-got:
+		if a.status != 200 || a.body != "MIGRATE_ON_HOST_MAINTENANCE" {
+			t.Fatalf("the long-poll's answer: %+v", a)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the long-poll was not answered after the event")
+	}
+	if n := r.UpstreamConns(); len(n) != 1 || n[0] != 1 {
+		t.Errorf("upstream connections %v, want [1]", n)
+	}
+}

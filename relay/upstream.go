@@ -1,0 +1,211 @@
+package relay
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+
+	"golang.org/x/net/http2"
+)
+
+// upstream is one server: a few HTTP/2 connections to it, shared by
+// every request the relay sends there. A request takes the connection
+// with the fewest streams that has room for one more; a new connection
+// is dialed only when none has, and never more than max. So 10,000
+// long-polls ride on ⌈10,000 / the server's stream limit⌉ connections.
+type upstream struct {
+	base *url.URL
+	tls  *tls.Config
+	max  int
+	t    *http2.Transport
+	mets *relayMetrics
+	log  *slog.Logger
+
+	mu      sync.Mutex
+	conns   []*http2.ClientConn
+	dialing int
+	// room is closed and replaced when a connection is added or dropped,
+	// or a dial ends: requests waiting for room look again.
+	room chan struct{}
+	done bool
+}
+
+// dialTimeout bounds a connection to a server, TLS included.
+const dialTimeout = 5 * time.Second
+
+func newUpstream(base *url.URL, tlsCfg *tls.Config, max int, mets *relayMetrics, log *slog.Logger) *upstream {
+	t := &tls.Config{}
+	*t = *tlsCfg.Clone()
+	if t.ServerName == "" {
+		t.ServerName = base.Hostname()
+	}
+	return &upstream{
+		base: base, tls: t, max: max, mets: mets, log: log,
+		t: &http2.Transport{
+			// A server that stops answering (a partition, not a crash,
+			// which closes the connection at once) is found by pings.
+			ReadIdleTimeout: 10 * time.Second,
+			PingTimeout:     5 * time.Second,
+		},
+		room: make(chan struct{}),
+	}
+}
+
+// url returns the URL of uri, a request's path and query, on the
+// server.
+func (u *upstream) url(uri string) *url.URL {
+	out, err := url.ParseRequestURI(uri)
+	if err != nil {
+		out = &url.URL{Path: "/"}
+	}
+	out.Scheme, out.Host = u.base.Scheme, u.base.Host
+	return out
+}
+
+// open returns how many connections to the server are open.
+func (u *upstream) open() int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.prune()
+	return len(u.conns)
+}
+
+// prune drops the connections that are closed or closing. u.mu is held.
+func (u *upstream) prune() {
+	kept := u.conns[:0]
+	for _, cc := range u.conns {
+		if st := cc.State(); !st.Closed && !st.Closing {
+			kept = append(kept, cc)
+		}
+	}
+	if len(kept) != len(u.conns) {
+		clear(u.conns[len(kept):])
+		u.conns = kept
+		u.wake()
+		u.mets.upstreamConns.WithLabelValues(u.base.Host).Set(float64(len(kept)))
+	}
+}
+
+// wake tells the requests waiting for room to look again. u.mu is held.
+func (u *upstream) wake() {
+	close(u.room)
+	u.room = make(chan struct{})
+}
+
+// roundTrip sends req on a connection with room for it.
+func (u *upstream) roundTrip(ctx context.Context, req *http.Request) (*http.Response, error) {
+	cc, err := u.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return cc.RoundTrip(req)
+}
+
+// get returns a connection that has reserved a stream for a request:
+// the open one with the fewest streams, or a new one when none has room
+// and fewer than max are open; otherwise it waits for room until ctx
+// ends.
+func (u *upstream) get(ctx context.Context) (*http2.ClientConn, error) {
+	for {
+		u.mu.Lock()
+		if u.done {
+			u.mu.Unlock()
+			return nil, errors.New("relay closed")
+		}
+		u.prune()
+		var best *http2.ClientConn
+		least := -1
+		for _, cc := range u.conns {
+			st := cc.State()
+			n := st.StreamsActive + st.StreamsReserved + st.StreamsPending
+			if n < int(st.MaxConcurrentStreams) && (least < 0 || n < least) {
+				best, least = cc, n
+			}
+		}
+		if best != nil && best.ReserveNewRequest() {
+			u.mu.Unlock()
+			return best, nil
+		}
+		if len(u.conns)+u.dialing < u.max {
+			u.dialing++
+			u.mu.Unlock()
+			cc, err := u.dial(ctx)
+			u.mu.Lock()
+			u.dialing--
+			u.wake()
+			if err != nil {
+				u.mu.Unlock()
+				return nil, err
+			}
+			if u.done {
+				u.mu.Unlock()
+				cc.Close()
+				return nil, errors.New("relay closed")
+			}
+			u.conns = append(u.conns, cc)
+			u.mets.upstreamConns.WithLabelValues(u.base.Host).Set(float64(len(u.conns)))
+			u.mets.upstreamDials.WithLabelValues(u.base.Host).Inc()
+			ok := cc.ReserveNewRequest()
+			u.mu.Unlock()
+			if ok {
+				return cc, nil
+			}
+			continue
+		}
+		room := u.room
+		u.mu.Unlock()
+		// Every connection is full: wait for a stream to end, a
+		// connection to close or a dial to end.
+		t := time.NewTimer(100 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-room:
+			t.Stop()
+		case <-t.C: // streams end without telling us
+		}
+	}
+}
+
+// dial opens a connection to the server and starts HTTP/2 on it.
+func (u *upstream) dial(ctx context.Context) (*http2.ClientConn, error) {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dialTimeout)
+	defer cancel()
+	d := &tls.Dialer{NetDialer: &net.Dialer{KeepAlive: 30 * time.Second}, Config: u.tls}
+	c, err := d.DialContext(dctx, "tcp", u.base.Host)
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", u.base.Host, err)
+	}
+	tc := c.(*tls.Conn)
+	if p := tc.ConnectionState().NegotiatedProtocol; p != "h2" {
+		c.Close()
+		return nil, fmt.Errorf("server %s does not speak HTTP/2 (ALPN %q): is it a Forewarn relay listener?", u.base.Host, p)
+	}
+	cc, err := u.t.NewClientConn(c)
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("HTTP/2 to %s: %w", u.base.Host, err)
+	}
+	u.log.Debug("connected to a server", "server", u.base.Host)
+	return cc, nil
+}
+
+// close closes every connection to the server.
+func (u *upstream) close() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.done = true
+	for _, cc := range u.conns {
+		cc.Close()
+	}
+	u.conns = nil
+	u.wake()
+}
