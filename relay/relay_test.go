@@ -300,3 +300,88 @@ func TestRelayGCELongPoll(t *testing.T) {
 		t.Errorf("upstream connections %v, want [1]", n)
 	}
 }
+
+func TestRelayFailover(t *testing.T) {
+	p := newPKI(t)
+	s := startServer(t, p)
+	// The first server is a port nobody listens on.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := "https://" + ln.Addr().String()
+	ln.Close()
+	r := startRelay(t, p.blue, "blue", dead, "https://"+s.RelayAddr().String())
+	via := "http://" + r.Addrs()[0].String()
+	for i := range 3 {
+		status, _, body := call(t, from("127.0.0.3"), "GET", via+azPath, map[string]string{"Metadata": "true"})
+		if status != 200 || body != `{"DocumentIncarnation":1,"Events":[]}` {
+			t.Fatalf("request %d: %d %q", i, status, body)
+		}
+	}
+	if n := r.UpstreamConns(); n[0] != 0 || n[1] != 1 {
+		t.Fatalf("upstream connections %v, want [0 1]", n)
+	}
+	// The relay stays on the server that answered: its metrics say it
+	// moved once, after one error.
+	_, _, m := call(t, from("127.0.0.1"), "GET", "http://"+r.MetricsAddr().String()+"/metrics", nil)
+	for _, want := range []string{"forewarn_relay_failovers_total 1\n",
+		`forewarn_relay_upstream_errors_total{server="` + strings.TrimPrefix(dead, "https://") + `"} 1` + "\n",
+		`forewarn_relay_requests_total{code="200",network="blue"} 3` + "\n"} {
+		if !strings.Contains(m, want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+}
+
+func TestParseListener(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want relay.Listener
+		err  string
+	}{
+		{"blue=169.254.169.254:80", relay.Listener{Network: "blue", Addr: "169.254.169.254:80"}, ""},
+		{"blue=169.254.169.254:80@br-blue", relay.Listener{Network: "blue", Addr: "169.254.169.254:80", Device: "br-blue"}, ""},
+		{"169.254.169.254:80", relay.Listener{}, `--listen "169.254.169.254:80": want NETWORK=HOST:PORT[@DEVICE]`},
+		{"=169.254.169.254:80", relay.Listener{}, `--listen =169.254.169.254:80: network "" is not a network name`},
+		{"blue=169.254.169.254", relay.Listener{}, "--listen blue=169.254.169.254: address 169.254.169.254: missing port in address"},
+		{"blue=:80@a-name-far-too-long", relay.Listener{}, `"a-name-far-too-long" is not a network interface's name`},
+	} {
+		l, err := relay.ParseListener(tc.in)
+		if tc.err == "" && (err != nil || l != tc.want) {
+			t.Errorf("%q: got %+v, %v; want %+v", tc.in, l, err, tc.want)
+		}
+		if tc.err != "" && (err == nil || !strings.Contains(forewarn.ErrorMessage(err), tc.err)) {
+			t.Errorf("%q: got %v, want an error with %q", tc.in, err, tc.err)
+		}
+		if err == nil && l.String() != tc.in {
+			t.Errorf("%q: String gives %q", tc.in, l.String())
+		}
+	}
+}
+
+func TestRelayConfigValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		set  func(*relay.Config)
+		want string
+	}{
+		{"no listener", func(c *relay.Config) { c.Listeners = nil }, "give at least one --listen"},
+		{"no server", func(c *relay.Config) { c.Servers = nil }, "give --server URL[,URL...]"},
+		{"plain http", func(c *relay.Config) { c.Servers = []string{"http://198.18.0.1:8172"} }, `--server "http://198.18.0.1:8172": want https://HOST:PORT`},
+		{"no key", func(c *relay.Config) { c.KeyFile = "" }, "give --key"},
+		{"no upstream conns", func(c *relay.Config) { c.MaxUpstreamConns = 0 }, "--max-upstream-conns 0 must be positive"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := relay.DefaultConfig()
+			c.Listeners = []relay.Listener{{Network: "blue", Addr: "127.0.0.2:0"}}
+			c.Servers = []string{"https://198.18.0.1:8172"}
+			c.CertFile, c.KeyFile, c.CAFile = "c", "k", "ca"
+			tc.set(&c)
+			err := c.Validate()
+			if forewarn.ErrorCode(err) != forewarn.EINVALID || !strings.HasPrefix(forewarn.ErrorMessage(err), tc.want) {
+				t.Fatalf("got %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
