@@ -35,6 +35,7 @@ vms:
 type pki struct {
 	dir                  string
 	server, blue, redSam testpki.Files
+	both                 testpki.Files // host-both: blue and green
 	stranger             testpki.Files // signed by another authority
 	unlisted             testpki.Files // signed, but named in no relays file
 	relays               string        // the relays file
@@ -61,10 +62,11 @@ func newPKI(t *testing.T) *pki {
 	p.server = must(ca.Write(p.dir, "server", "forewarn", false, "127.0.0.1", "localhost"))
 	p.blue = must(ca.Write(p.dir, "host-blue", "host-blue", true))
 	p.redSam = must(ca.Write(p.dir, "host-red", "host-red", true))
+	p.both = must(ca.Write(p.dir, "host-both", "host-both", true))
 	p.stranger = must(other.Write(p.dir, "stranger", "host-blue", true))
 	p.unlisted = must(ca.Write(p.dir, "unlisted", "host-nobody", true))
 	p.relays = filepath.Join(p.dir, "relays.yaml")
-	if err := os.WriteFile(p.relays, []byte("host-blue: [blue]\nhost-red: [red]\n"), 0o644); err != nil {
+	if err := os.WriteFile(p.relays, []byte("host-blue: [blue]\nhost-red: [red]\nhost-both: [blue, green]\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return p
@@ -73,7 +75,13 @@ func newPKI(t *testing.T) *pki {
 // startServer runs a server of fleetYAML with a relay listener.
 func startServer(t *testing.T, p *pki) *server.Server {
 	t.Helper()
-	fleet, err := fleetfile.Parse([]byte(fleetYAML))
+	return startServerOf(t, p, fleetYAML)
+}
+
+// startServerOf runs a server of the fleet doc with a relay listener.
+func startServerOf(t *testing.T, p *pki, doc string) *server.Server {
+	t.Helper()
+	fleet, err := fleetfile.Parse([]byte(doc))
 	if err != nil {
 		t.Fatal(err)
 	}
