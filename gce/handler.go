@@ -409,6 +409,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, vm *forewarn.VM) 
 		switch end {
 		case pollShutdown:
 			history.NotePoll(w, history.Shutdown)
+			if caller.Relayed(r) != nil {
+				// The relay sends it again to another server: the VM
+				// sees no answer but that one's.
+				w.Header()[caller.RetryHeader] = []string{"1"}
+			}
 			writeError(w, r, http.StatusServiceUnavailable, "The metadata server is shutting down; retry.")
 			return
 		case pollClientGone:

@@ -527,8 +527,13 @@ func (r *Relay) send(ctx context.Context, method, uri, host string, hdr http.Hea
 			out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 		}
 		resp, err := u.roundTrip(ctx, out)
-		if err == nil {
+		if err == nil && resp.Header.Get(caller.RetryHeader) == "" {
 			return resp, nil
+		}
+		if err == nil {
+			// The server is going away and did not serve it.
+			resp.Body.Close()
+			err = fmt.Errorf("server %s is shutting down", u.base.Host)
 		}
 		if ctx.Err() != nil {
 			return nil, ctx.Err()

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -81,6 +82,14 @@ func startServer(t *testing.T, p *pki) *server.Server {
 // startServerOf runs a server of the fleet doc with a relay listener.
 func startServerOf(t *testing.T, p *pki, doc string) *server.Server {
 	t.Helper()
+	s, _ := startStoppable(t, p, doc)
+	return s
+}
+
+// startStoppable runs a server of the fleet doc with a relay listener,
+// and returns a function that shuts it down (at most once).
+func startStoppable(t *testing.T, p *pki, doc string) (*server.Server, func()) {
+	t.Helper()
 	fleet, err := fleetfile.Parse([]byte(doc))
 	if err != nil {
 		t.Fatal(err)
@@ -96,13 +105,17 @@ func startServerOf(t *testing.T, p *pki, doc string) *server.Server {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("server: %v", err)
-		}
-	})
-	return s
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("server: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return s, stop
 }
 
 // startRelay runs a relay whose listener of network listens on
@@ -391,5 +404,112 @@ func TestRelayConfigValidate(t *testing.T) {
 				t.Fatalf("got %v, want %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestRelayShutdownFailover: a server shutting down answers the
+// long-polls it holds for a relay with a request to send them again; the
+// relay holds them on the next server, and the VM sees only that one's
+// answer.
+func TestRelayShutdownFailover(t *testing.T) {
+	p := newPKI(t)
+	s1, stop1 := startStoppable(t, p, fleetYAML)
+	s2 := startServer(t, p)
+	r := startRelay(t, p.blue, "blue", "https://"+s1.RelayAddr().String(), "https://"+s2.RelayAddr().String())
+	url := "http://" + r.Addrs()[0].String() + "/computeMetadata/v1/instance/maintenance-event"
+	c := from("127.0.0.4")
+	status, h, body := call(t, c, "GET", url, map[string]string{"Metadata-Flavor": "Google"})
+	if status != 200 || body != "NONE" {
+		t.Fatalf("maintenance-event: %d %q", status, body)
+	}
+	type answer struct {
+		status int
+		body   string
+	}
+	got := make(chan answer, 1)
+	go func() {
+		req, _ := http.NewRequest("GET", url+"?wait_for_change=true&last_etag="+h.Get("Etag"), nil)
+		req.Header.Set("Metadata-Flavor", "Google")
+		resp, err := c.Do(req)
+		if err != nil {
+			got <- answer{0, err.Error()}
+			return
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		got <- answer{resp.StatusCode, string(b)}
+	}()
+	waitFor(t, "the long-poll held on the first server", func() bool { return heldOn(s1) == 1 })
+	stop1()
+	waitFor(t, "the long-poll held on the second server", func() bool { return heldOn(s2) == 1 })
+	select {
+	case a := <-got:
+		t.Fatalf("the VM was answered when the first server shut down: %+v", a)
+	default:
+	}
+	if _, err := s2.Engine().Create(context.Background(), engine.Spec{Type: forewarn.MigrateOnHostMaintenance, VMs: []string{"blue_gce"}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case a := <-got:
+		if a.status != 200 || a.body != "MIGRATE_ON_HOST_MAINTENANCE" {
+			t.Fatalf("the long-poll's answer: %+v", a)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the long-poll was not answered after the event")
+	}
+}
+
+// waitFor polls cond until it holds, for up to 10 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// heldOn returns the long-polls s holds now, as its metrics give them.
+func heldOn(s *server.Server) int {
+	mfs, err := s.Metrics().Registry().Gather()
+	if err != nil {
+		return -1
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "forewarn_gce_long_polls_held" {
+			return int(mf.GetMetric()[0].GetGauge().GetValue())
+		}
+	}
+	return -1
+}
+
+// TestRelayPerVMRateLimit: behind one relay, a VM over its rate limit
+// is throttled alone; its neighbour on the same relay connection is not.
+func TestRelayPerVMRateLimit(t *testing.T) {
+	p := newPKI(t)
+	s := startServerOf(t, p, fleetYAML+"  - {name: blue_az2, ip: 127.0.0.7, network: blue}\n")
+	r := startRelay(t, p.blue, "blue", "https://"+s.RelayAddr().String())
+	via := "http://" + r.Addrs()[0].String() + azPath
+	hdr := map[string]string{"Metadata": "true"}
+	flooder, neighbour := from("127.0.0.3"), from("127.0.0.7")
+	throttled := 0
+	for range 40 {
+		if status, _, _ := call(t, flooder, "GET", via, hdr); status == 429 {
+			throttled++
+		}
+	}
+	if throttled == 0 {
+		t.Fatal("40 requests at once over Azure's 5 a second were never throttled")
+	}
+	for i := range 3 {
+		if status, _, body := call(t, neighbour, "GET", via, hdr); status != 200 {
+			t.Fatalf("the neighbour's request %d: %d %q", i, status, body)
+		}
+	}
+	if n := r.UpstreamConns(); n[0] != 1 {
+		t.Fatalf("upstream connections %v: both VMs share one", n)
 	}
 }

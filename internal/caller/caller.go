@@ -28,6 +28,10 @@ const (
 	// relay's own connection, an HTTP/2 one, it would end every request
 	// the relay carries.)
 	CloseHeader = "Forewarn-Close"
+	// RetryHeader, on an answer to a relay, says that the server is
+	// going away and did not serve the request: the relay sends it to
+	// another server (a held long-poll when a replica shuts down).
+	RetryHeader = "Forewarn-Retry"
 )
 
 // ID is where a request comes from.
@@ -90,6 +94,7 @@ func Strip(h http.Header) {
 	}
 	delete(h, HopLimitHeader)
 	delete(h, CloseHeader)
+	delete(h, RetryHeader)
 }
 
 // identityHeaders are the canonical names of the headers HasIdentity
