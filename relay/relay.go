@@ -293,7 +293,7 @@ func New(cfg Config) (_ *Relay, err error) {
 			IdleTimeout:       cfg.IdleTimeout,
 			MaxHeaderBytes:    64 << 10,
 			ConnState:         capped.ConnState,
-			ConnContext:       func(ctx context.Context, c net.Conn) context.Context { return context.WithValue(ctx, connKey{}, c) },
+			ConnContext:       ConnContext,
 			ErrorLog:          slog.NewLogLogger(r.log.Handler(), slog.LevelDebug),
 		}
 		hs.Protocols = new(http.Protocols)
@@ -338,7 +338,7 @@ func (r *Relay) MetricsAddr() net.Addr {
 
 // Handler returns the handler of the listener of network: what the
 // relay does with a VM's request, for tests and benchmarks that serve
-// it on a listener of their own.
+// it on a listener of their own (with ConnContext).
 func (r *Relay) Handler(network string) http.Handler { return r.handler(network) }
 
 // UpstreamConns returns how many connections the relay holds to each
@@ -403,6 +403,13 @@ func (r *Relay) Run(ctx context.Context) error {
 
 // connKey is the context key of a VM's connection.
 type connKey struct{}
+
+// ConnContext records each VM connection in its requests' context, so
+// that the relay can set the IP TTL of a token answer on it. Install it
+// as the ConnContext of an http.Server that serves Handler.
+func ConnContext(ctx context.Context, c net.Conn) context.Context {
+	return context.WithValue(ctx, connKey{}, c)
+}
 
 // hopByHop are the headers that belong to one connection, not passed on.
 var hopByHop = [...]string{"Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authenticate", "Proxy-Authorization",

@@ -7,8 +7,10 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -27,7 +29,7 @@ const fleetYAML = `
 vms:
   - {name: blue_az, ip: 127.0.0.3, network: blue}
   - {name: blue_gce, ip: 127.0.0.4, network: blue, provider: gce}
-  - {name: blue_ec2, ip: 127.0.0.5, network: blue, provider: aws, instanceId: i-0123456789abcdef0}
+  - {name: blue_ec2, ip: 127.0.0.5, network: blue, provider: aws, instanceId: i-0123456789abcdef0, httpPutResponseHopLimit: 3}
   - {name: red_az, ip: 127.0.0.3, network: red}
   - {name: direct_az, ip: 127.0.0.6}
 `
@@ -512,4 +514,66 @@ func TestRelayPerVMRateLimit(t *testing.T) {
 	if n := r.UpstreamConns(); n[0] != 1 {
 		t.Fatalf("upstream connections %v: both VMs share one", n)
 	}
+}
+
+// TestRelayHopLimit: the relay sets the VM's hop limit, which the
+// server names, as the IP TTL of its token answer to the VM.
+func TestRelayHopLimit(t *testing.T) {
+	p := newPKI(t)
+	s := startServer(t, p)
+	r := startRelay(t, p.blue, "blue", "https://"+s.RelayAddr().String())
+	ln, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &ttlListener{Listener: ln}
+	hs := &http.Server{Handler: r.Handler("blue"), ConnContext: relay.ConnContext}
+	go hs.Serve(rec)
+	t.Cleanup(func() { hs.Close() })
+	status, h, tok := call(t, from("127.0.0.5"), "PUT", "http://"+ln.Addr().String()+"/latest/api/token",
+		map[string]string{"X-aws-ec2-metadata-token-ttl-seconds": "60"})
+	if status != 200 || len(tok) != 56 || h.Get("Connection") != "close" {
+		t.Fatalf("token: %d %q %v", status, tok, h)
+	}
+	waitFor(t, "the VM's connection to close", func() bool { return len(rec.seen()) == 1 })
+	if got := rec.seen(); got[0] != 3 {
+		t.Fatalf("IP TTL of the token answer %d, want the VM's hop limit 3", got[0])
+	}
+}
+
+// ttlListener notes the IP TTL of each connection as it closes.
+type ttlListener struct {
+	net.Listener
+	mu   sync.Mutex
+	ttls []int
+}
+
+func (l *ttlListener) seen() []int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.ttls)
+}
+
+func (l *ttlListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &ttlConn{TCPConn: c.(*net.TCPConn), l: l}, nil
+}
+
+type ttlConn struct {
+	*net.TCPConn
+	l *ttlListener
+}
+
+func (c *ttlConn) Close() error {
+	ttl := -1
+	if rc, err := c.SyscallConn(); err == nil {
+		_ = rc.Control(func(fd uintptr) { ttl, _ = syscall.GetsockoptInt(int(fd), syscall.IPPROTO_IP, syscall.IP_TTL) })
+	}
+	c.l.mu.Lock()
+	c.l.ttls = append(c.l.ttls, ttl)
+	c.l.mu.Unlock()
+	return c.TCPConn.Close()
 }
