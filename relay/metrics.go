@@ -36,7 +36,7 @@ func newMetrics(r *Relay) *relayMetrics {
 		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "forewarn_relay_requests_in_flight",
 			Help: "VM requests the relay holds now (held long-polls included), by network."}, []string{"network"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "forewarn_relay_refused_total",
-			Help: "VM requests the relay refused itself: forwarded (a token request with X-Forwarded-For), body (too large)."}, []string{"reason"}),
+			Help: "VM requests the relay refused itself: forwarded (a token request with X-Forwarded-For), body (over 64 KiB), headers (over 16 KiB), method (CONNECT)."}, []string{"reason"}),
 		upstreamErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "forewarn_relay_upstream_errors_total",
 			Help: "Requests a server failed (no connection, or one that broke), each then sent again."}, []string{"server"}),
 		upstreamConns: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "forewarn_relay_upstream_connections",

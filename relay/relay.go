@@ -64,6 +64,22 @@ const (
 // metadata APIs' bodies are a few hundred bytes.
 const maxBody = 64 << 10
 
+// maxHeaderList bounds a request's headers as HTTP/2 counts them (each
+// field's name and value and 32 bytes), well under what the server
+// takes (64 KiB): real clients send a few hundred bytes.
+const maxHeaderList = 16 << 10
+
+// headerListSize returns the size of h as HTTP/2 counts it.
+func headerListSize(h http.Header) int {
+	n := 0
+	for k, vs := range h {
+		for _, v := range vs {
+			n += len(k) + len(v) + 32
+		}
+	}
+	return n
+}
+
 // Listener is one address the relay listens on, and the network of the
 // VMs that call it there.
 type Listener struct {
@@ -441,6 +457,20 @@ func (r *Relay) forward(w http.ResponseWriter, req *http.Request, network string
 		aws.RefuseForwarded(w)
 		r.mets.refused.WithLabelValues("forwarded").Inc()
 		return http.StatusForbidden
+	}
+	// What HTTP/2 cannot carry for the VM is refused here: sent on, it
+	// would fail as a server failing does, and move the relay on.
+	if req.Method == http.MethodConnect {
+		w.Header().Set("Connection", "close")
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		r.mets.refused.WithLabelValues("method").Inc()
+		return http.StatusMethodNotAllowed
+	}
+	if headerListSize(req.Header) > maxHeaderList {
+		w.Header().Set("Connection", "close")
+		http.Error(w, "request header fields too large", http.StatusRequestHeaderFieldsTooLarge)
+		r.mets.refused.WithLabelValues("headers").Inc()
+		return http.StatusRequestHeaderFieldsTooLarge
 	}
 	var body []byte
 	if req.Body != nil && req.Body != http.NoBody {

@@ -2,6 +2,7 @@ package relay_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -576,4 +577,33 @@ func (c *ttlConn) Close() error {
 	c.l.ttls = append(c.l.ttls, ttl)
 	c.l.mu.Unlock()
 	return c.TCPConn.Close()
+}
+
+// TestRelayRefusesWhatHTTP2CannotCarry: a VM's request that the relay's
+// HTTP/2 connection could not carry is refused at the relay, and does
+// not count as the server failing (which would move the relay on).
+func TestRelayRefusesWhatHTTP2CannotCarry(t *testing.T) {
+	p := newPKI(t)
+	s := startServer(t, p)
+	r := startRelay(t, p.blue, "blue", "https://"+s.RelayAddr().String())
+	via := "http://" + r.Addrs()[0].String()
+	big := map[string]string{"Metadata": "true"}
+	for i := range 400 {
+		big[fmt.Sprintf("X-Pad-%d", i)] = strings.Repeat("x", 20)
+	}
+	if status, _, body := call(t, from("127.0.0.3"), "GET", via+azPath, big); status != 431 || body != "request header fields too large\n" {
+		t.Fatalf("400 headers: %d %q", status, body)
+	}
+	if status, _, _ := call(t, from("127.0.0.3"), "CONNECT", via+azPath, nil); status != 405 {
+		t.Fatalf("CONNECT: %d", status)
+	}
+	_, _, m := call(t, from("127.0.0.1"), "GET", "http://"+r.MetricsAddr().String()+"/metrics", nil)
+	for _, want := range []string{`forewarn_relay_refused_total{reason="headers"} 1`, `forewarn_relay_refused_total{reason="method"} 1`} {
+		if !strings.Contains(m, want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+	if strings.Contains(m, "forewarn_relay_failovers_total 1") || strings.Contains(m, "forewarn_relay_upstream_errors_total{") {
+		t.Errorf("a VM's request counted as a server failing:\n%s", m)
+	}
 }
