@@ -65,6 +65,7 @@ const e2eFleet = `vms:
 type server struct {
 	cmd            *exec.Cmd
 	metadata, adm  string // host:port
+	relay          string // host:port of the relay listener, if it has one
 	stderr         *bytes.Buffer
 	data, fleetArg string
 	token          string // the operator token cli sends, if any
