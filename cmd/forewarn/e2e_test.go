@@ -26,6 +26,9 @@ func TestMain(m *testing.M) {
 	if addr := os.Getenv(floodHelperEnv); addr != "" {
 		os.Exit(floodHelper(addr)) // TestGCEPipelineFlood's flooding VMs
 	}
+	if mode := os.Getenv(netnsChildEnv); mode != "" {
+		os.Exit(netnsChild(mode)) // TestRelayNetns's clients inside its VMs' namespaces
+	}
 	dir, err := os.MkdirTemp("", "forewarn-e2e")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -65,6 +68,7 @@ const e2eFleet = `vms:
 type server struct {
 	cmd            *exec.Cmd
 	metadata, adm  string // host:port
+	relay          string // host:port of the relay listener, if it has one
 	stderr         *bytes.Buffer
 	data, fleetArg string
 	token          string // the operator token cli sends, if any

@@ -44,7 +44,10 @@ type haCluster struct {
 	fleet     string
 	ttl       string // --leader-ttl
 	timeout   string // --etcd-timeout
-	replicas  []*replica
+	// args are further flags of every replica's 'forewarn serve', set
+	// before the first add: a relay listener's, say.
+	args     []string
+	replicas []*replica
 }
 
 // replica is one named replica: a run of the binary at a time, its own
@@ -70,12 +73,15 @@ func logTail(l *lockedBuffer, n int) string {
 }
 
 // listenWriter takes a replica's standard output and reports the
-// addresses it prints once both are known.
+// addresses it prints once all are known: the metadata and operator
+// APIs', and the relay listener's when it has one (wantRelay).
 type listenWriter struct {
-	mu            sync.Mutex
-	partial       string
-	metadata, adm string
-	ready         chan struct{}
+	mu                   sync.Mutex
+	partial              string
+	metadata, adm, relay string
+	wantRelay            bool
+	ready                chan struct{}
+	closed               bool
 }
 
 func (w *listenWriter) Write(p []byte) (int, error) {
@@ -93,9 +99,13 @@ func (w *listenWriter) Write(p []byte) (int, error) {
 		}
 		if a, ok := strings.CutPrefix(line, "operator API listening on "); ok {
 			w.adm = a
-			if w.metadata != "" {
-				close(w.ready)
-			}
+		}
+		if a, ok := strings.CutPrefix(line, "relay listener on "); ok {
+			w.relay = a
+		}
+		if !w.closed && w.metadata != "" && w.adm != "" && (!w.wantRelay || w.relay != "") {
+			close(w.ready)
+			w.closed = true
 		}
 	}
 	return len(p), nil
@@ -147,8 +157,9 @@ func (c *haCluster) start(r *replica) {
 		"--etcd-prefix", c.prefix, "--replica-name", r.name, "--leader-ttl", c.ttl, "--etcd-timeout", c.timeout,
 		"--metadata-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--data", r.data, "--fleet", c.fleet,
 		"--allow-short-notice", "--rate-limit", "0"}
+	args = append(args, c.args...)
 	cmd := exec.Command(binary, args...)
-	lw := &listenWriter{ready: make(chan struct{})}
+	lw := &listenWriter{ready: make(chan struct{}), wantRelay: slices.Contains(c.args, "--relay-addr")}
 	cmd.Stdout, cmd.Stderr = lw, r.log
 	fmt.Fprintf(r.log, "--- %s run %d at %s ---\n", r.name, r.runs, time.Now().Format(time.RFC3339Nano))
 	if err := cmd.Start(); err != nil {
@@ -169,7 +180,7 @@ func (c *haCluster) start(r *replica) {
 		c.t.Fatalf("replica %s not listening within %v:\n%s", r.name, haStartTimeout, logTail(r.log, haLogTail))
 	}
 	lw.mu.Lock()
-	r.srv = &server{cmd: cmd, metadata: lw.metadata, adm: lw.adm, stderr: new(bytes.Buffer)}
+	r.srv = &server{cmd: cmd, metadata: lw.metadata, adm: lw.adm, relay: lw.relay, stderr: new(bytes.Buffer)}
 	lw.mu.Unlock()
 	r.done = done
 }
