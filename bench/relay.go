@@ -356,6 +356,10 @@ func relayRun(ctx context.Context, cfg RelayConfig, p *relayPKI, n int) (*RelayR
 		return nil, err
 	}
 	defer rel.stop()
+	// A large fleet keeps the server busy for seconds after it listens.
+	if err := quiet(ctx, srv, 30*time.Second); err != nil {
+		return nil, err
+	}
 	run := &RelayRun{VMs: n}
 
 	// The latency VMs' event, so that each one's answer lists one.
@@ -431,6 +435,32 @@ func relayRun(ctx context.Context, cfg RelayConfig, p *relayPKI, n int) (*RelayR
 	return run, nil
 }
 
+// quiet waits, for at most limit, until c spends under a tenth of a
+// core over a quarter of a second.
+func quiet(ctx context.Context, c *child, limit time.Duration) error {
+	const window = 250 * time.Millisecond
+	end := time.Now().Add(limit)
+	for time.Now().Before(end) {
+		c0, err := c.cpu()
+		if err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(window):
+		}
+		c1, err := c.cpu()
+		if err != nil {
+			return err
+		}
+		if c1-c0 < window/10 {
+			return nil
+		}
+	}
+	return nil // measure anyway; the numbers will show it
+}
+
 // relayDefaultMaxConns is 'forewarn relay --max-conns' by default.
 const relayDefaultMaxConns = 16384
 
@@ -448,62 +478,27 @@ type latencyPaths struct {
 // last is answered, for Duration per path.
 func (lp *latencyPaths) compare(ctx context.Context, k int) (*RelayCompare, error) {
 	cfg := lp.cfg
-	var conns [2][]*conn
-	defer func() {
-		for _, cs := range conns {
-			for _, c := range cs {
-				c.c.Close()
-			}
-		}
-	}()
-	for i := range k {
-		for p, target := range []string{lp.srv.metadata, lp.rel.metadata} {
-			reqs := [][][]byte{lp.direct, lp.relayed}[p]
-			c, err := dial(ctx, lp.addrs[i], target, reqs[i])
-			if err != nil {
-				return nil, err
-			}
-			conns[p] = append(conns[p], c)
-		}
-	}
-	ok := func(s int) bool { return s == http.StatusOK }
-	if cfg.Warmup > 0 {
-		for p := range conns {
-			if _, _, err := closedLoop(ctx, conns[p], cfg.Warmup, ok); err != nil {
-				return nil, err
-			}
-		}
-	}
 	var lat [2][]time.Duration
 	var bad [2]int
 	var elapsed, srvCPU, relCPU [2]time.Duration
-	for range cfg.Rounds {
-		for p := range conns {
-			s0, err := lp.srv.cpu()
+	for round := range cfg.Rounds {
+		for p := range 2 {
+			// Connections of their own for each round: a server closes a
+			// connection kept idle too long, or one that sends nothing in
+			// its first seconds, while the other path is measured.
+			conns, err := lp.open(ctx, p, k)
 			if err != nil {
 				return nil, err
 			}
-			r0, err := lp.rel.cpu()
+			l, b, sp, err := lp.measure(ctx, conns, k, round == 0)
+			closeAll(conns)
 			if err != nil {
 				return nil, err
 			}
-			start := time.Now()
-			var l []time.Duration
-			var b int
-			if k == 1 {
-				l, b, err = sequence(ctx, conns[p][0], max(cfg.Requests/cfg.Rounds, 1))
-			} else {
-				l, b, err = closedLoop(ctx, conns[p], cfg.Duration/time.Duration(cfg.Rounds), ok)
-			}
-			elapsed[p] += time.Since(start)
-			if err != nil {
-				return nil, err
-			}
-			s1, _ := lp.srv.cpu()
-			r1, _ := lp.rel.cpu()
 			lat[p], bad[p] = append(lat[p], l...), bad[p]+b
-			srvCPU[p] += s1 - s0
-			relCPU[p] += r1 - r0
+			elapsed[p] += sp.elapsed
+			srvCPU[p] += sp.server
+			relCPU[p] += sp.relay
 		}
 	}
 	var paths [2]RelayPath
@@ -522,6 +517,71 @@ func (lp *latencyPaths) compare(ctx context.Context, k int) (*RelayCompare, erro
 		c.CPURatio = float64(paths[1].RelayCPU) / float64(paths[0].ServerCPU)
 	}
 	return c, nil
+}
+
+// open dials one connection from each of the first k latency VMs to
+// path p (0 direct, 1 the relay).
+func (lp *latencyPaths) open(ctx context.Context, p, k int) ([]*conn, error) {
+	target, reqs := lp.srv.metadata, lp.direct
+	if p == 1 {
+		target, reqs = lp.rel.metadata, lp.relayed
+	}
+	conns := make([]*conn, 0, k)
+	for i := range k {
+		c, err := dial(ctx, lp.addrs[i], target, reqs[i])
+		if err != nil {
+			closeAll(conns)
+			return nil, err
+		}
+		conns = append(conns, c)
+	}
+	return conns, nil
+}
+
+// spent is what one measurement took: time, and each process's CPU.
+type spent struct{ elapsed, server, relay time.Duration }
+
+// measure runs one round on conns, after the warm-up when warm is set:
+// Requests/Rounds sequential requests on the one connection when k is
+// 1, else Duration/Rounds of the closed loop.
+func (lp *latencyPaths) measure(ctx context.Context, conns []*conn, k int, warm bool) ([]time.Duration, int, spent, error) {
+	cfg := lp.cfg
+	ok := func(s int) bool { return s == http.StatusOK }
+	if warm && cfg.Warmup > 0 {
+		if _, _, err := closedLoop(ctx, conns, cfg.Warmup, ok); err != nil {
+			return nil, 0, spent{}, err
+		}
+	}
+	s0, err := lp.srv.cpu()
+	if err != nil {
+		return nil, 0, spent{}, err
+	}
+	r0, err := lp.rel.cpu()
+	if err != nil {
+		return nil, 0, spent{}, err
+	}
+	start := time.Now()
+	var lat []time.Duration
+	var bad int
+	if k == 1 {
+		lat, bad, err = sequence(ctx, conns[0], max(cfg.Requests/cfg.Rounds, 1))
+	} else {
+		lat, bad, err = closedLoop(ctx, conns, cfg.Duration/time.Duration(cfg.Rounds), ok)
+	}
+	sp := spent{elapsed: time.Since(start)}
+	if err != nil {
+		return nil, 0, spent{}, err
+	}
+	s1, _ := lp.srv.cpu()
+	r1, _ := lp.rel.cpu()
+	sp.server, sp.relay = s1-s0, r1-r0
+	return lat, bad, sp, nil
+}
+
+func closeAll(conns []*conn) {
+	for _, c := range conns {
+		c.c.Close()
+	}
 }
 
 // sequence sends c's request n times, each once the last is answered,
