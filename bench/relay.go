@@ -178,9 +178,10 @@ func Relay(ctx context.Context, cfg RelayConfig) (*RelayReport, error) {
 		}
 		largest = max(largest, min(n, cfg.Waiters))
 	}
-	// The harness holds each waiter's connection and the relay its end
-	// of it, and both inherit this process's limit.
-	if err := raiseFiles(uint64(largest+max(cfg.Conns, 1)) + 1024); err != nil {
+	// The harness holds each waiter's connection, and the server and the
+	// relay their ends of them; both inherit this process's limit, and
+	// the server keeps a tenth of it for other files.
+	if err := raiseFiles(uint64(largest+max(cfg.Conns, 1))*5/4 + 1024); err != nil {
 		return nil, err
 	}
 	pki, err := newRelayPKI()
