@@ -31,6 +31,7 @@ import (
 // Latency summarizes a latency distribution.
 type Latency struct {
 	P50  time.Duration `json:"p50"`
+	P90  time.Duration `json:"p90"`
 	P99  time.Duration `json:"p99"`
 	P999 time.Duration `json:"p999"`
 	Max  time.Duration `json:"max"`
@@ -43,7 +44,7 @@ func summarize(d []time.Duration) Latency {
 	}
 	slices.Sort(d)
 	at := func(q float64) time.Duration { return d[min(len(d)-1, int(q*float64(len(d))))] }
-	return Latency{P50: at(0.50), P99: at(0.99), P999: at(0.999), Max: d[len(d)-1]}
+	return Latency{P50: at(0.50), P90: at(0.90), P99: at(0.99), P999: at(0.999), Max: d[len(d)-1]}
 }
 
 // Addrs returns n consecutive addresses from base.
@@ -62,11 +63,16 @@ type child struct {
 	cmd      *exec.Cmd
 	metadata string // host:port
 	admin    string
-	dir      string
+	// relay is the server's relay listener, when it has one; metrics is
+	// a relay's metrics listener.
+	relay   string
+	metrics string
+	dir     string
 }
 
 // startForewarn starts 'forewarn serve' on a fleet file of its own in a
-// temporary directory.
+// temporary directory. With --relay-addr among extra, it also waits for
+// the relay listener's address.
 func startForewarn(binary, fleet string, extra ...string) (*child, error) {
 	dir, err := os.MkdirTemp("", "forewarn-bench")
 	if err != nil {
@@ -89,7 +95,8 @@ func startForewarn(binary, fleet string, extra ...string) (*child, error) {
 		return nil, fmt.Errorf("start %s: %w", binary, err)
 	}
 	sc := bufio.NewScanner(out)
-	for c.metadata == "" || c.admin == "" {
+	relayed := slices.Contains(extra, "--relay-addr")
+	for c.metadata == "" || c.admin == "" || relayed && c.relay == "" {
 		if !sc.Scan() {
 			c.stop()
 			return nil, fmt.Errorf("forewarn serve exited: %s", stderr.String())
@@ -99,6 +106,9 @@ func startForewarn(binary, fleet string, extra ...string) (*child, error) {
 		}
 		if a, ok := strings.CutPrefix(sc.Text(), "operator API listening on "); ok {
 			c.admin = a
+		}
+		if a, ok := strings.CutPrefix(sc.Text(), "relay listener on "); ok {
+			c.relay = a
 		}
 	}
 	go io.Copy(io.Discard, out)

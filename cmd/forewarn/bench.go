@@ -31,6 +31,9 @@ modes:
            write latency, GET throughput, propagation to long-polls, failover
   inventory  the live inventory on bolt, at each fleet size: fleet apply of N
            VMs, of 1% changed, with prune of half; single PUTs; server RSS
+  relay    'forewarn relay' in front of the server, at each fleet size: a GET's
+           added latency and CPU against the same GET direct; a long-poll
+           fan-out through one relay against direct, and its connections
 
 Every mode takes --json. Run 'forewarn bench <mode> -h' for its flags.
 `
@@ -147,6 +150,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			}
 			return bench.Inventory(ctx, cfg)
 		}
+	case "relay":
+		run = benchRelayFlags(ctx, fs, self, base)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, benchUsage)
 		return 0
@@ -245,6 +250,8 @@ func printBench(w io.Writer, rep any) {
 		}
 	case *bench.InventoryReport:
 		printInventory(tw, r)
+	case *bench.RelayReport:
+		printRelay(tw, r)
 	case *bench.WideReport:
 		ms := func(d time.Duration) string { return fmt.Sprintf("%.1fms", float64(d)/1e6) }
 		if r.Config.Provider == forewarn.Azure {
