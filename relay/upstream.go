@@ -35,6 +35,10 @@ type upstream struct {
 	// or a dial ends: requests waiting for room look again.
 	room chan struct{}
 	done bool
+	// failed counts the dials that failed, lastErr the last one's
+	// error: a request that waited on a dial that failed fails with it.
+	failed  int
+	lastErr error
 }
 
 // dialTimeout bounds a connection to a server, TLS included.
@@ -113,8 +117,14 @@ func (u *upstream) roundTrip(ctx context.Context, req *http.Request) (*http.Resp
 // and fewer than max are open; otherwise it waits for room until ctx
 // ends.
 func (u *upstream) get(ctx context.Context) (*http2.ClientConn, error) {
+	waitedOn := -1 // the dial failures counted when this request began waiting
 	for {
 		u.mu.Lock()
+		if waitedOn >= 0 && u.failed > waitedOn {
+			err := u.lastErr
+			u.mu.Unlock()
+			return nil, err
+		}
 		if u.done {
 			u.mu.Unlock()
 			return nil, errors.New("relay closed")
@@ -125,7 +135,9 @@ func (u *upstream) get(ctx context.Context) (*http2.ClientConn, error) {
 		for _, cc := range u.conns {
 			st := cc.State()
 			n := st.StreamsActive + st.StreamsReserved + st.StreamsPending
-			if n < int(st.MaxConcurrentStreams) && (least < 0 || n < least) {
+			// Until the server's settings arrive a connection gives no
+			// limit: ReserveNewRequest knows what it may take.
+			if (st.MaxConcurrentStreams == 0 || n < int(st.MaxConcurrentStreams)) && (least < 0 || n < least) {
 				best, least = cc, n
 			}
 		}
@@ -133,7 +145,9 @@ func (u *upstream) get(ctx context.Context) (*http2.ClientConn, error) {
 			u.mu.Unlock()
 			return best, nil
 		}
-		if len(u.conns)+u.dialing < u.max {
+		// A connection being dialed will bring room for thousands:
+		// wait for it rather than dial another.
+		if u.dialing == 0 && len(u.conns) < u.max {
 			u.dialing++
 			u.mu.Unlock()
 			cc, err := u.dial(ctx)
@@ -141,6 +155,8 @@ func (u *upstream) get(ctx context.Context) (*http2.ClientConn, error) {
 			u.dialing--
 			u.wake()
 			if err != nil {
+				u.failed++
+				u.lastErr = err
 				u.mu.Unlock()
 				return nil, err
 			}
@@ -160,6 +176,9 @@ func (u *upstream) get(ctx context.Context) (*http2.ClientConn, error) {
 			continue
 		}
 		room := u.room
+		if waitedOn < 0 {
+			waitedOn = u.failed
+		}
 		u.mu.Unlock()
 		// Every connection is full: wait for a stream to end, a
 		// connection to close or a dial to end.
@@ -192,6 +211,14 @@ func (u *upstream) dial(ctx context.Context) (*http2.ClientConn, error) {
 	cc, err := u.t.NewClientConn(c)
 	if err != nil {
 		c.Close()
+		return nil, fmt.Errorf("HTTP/2 to %s: %w", u.base.Host, err)
+	}
+	// The server's settings come before its answer to a ping: once it
+	// is back, the connection knows how many streams it may carry (until
+	// then it takes 100, and a burst of requests would dial every
+	// connection allowed).
+	if err := cc.Ping(dctx); err != nil {
+		cc.Close()
 		return nil, fmt.Errorf("HTTP/2 to %s: %w", u.base.Host, err)
 	}
 	u.log.Debug("connected to a server", "server", u.base.Host)
