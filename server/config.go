@@ -53,6 +53,21 @@ type Config struct {
 	RelayCertFile, RelayKeyFile, RelayCAFile string
 	RelaysFile                               string
 	Relays                                   Relays
+	// NeutronAddr, when set, is the listen address of the neutron
+	// listener, plain HTTP, where OpenStack's neutron metadata agents
+	// forward their instances' requests as they would to Nova's
+	// metadata API with service_metadata_proxy: each request names its
+	// VM in X-Instance-ID, signed with NeutronSecretFile's shared secret
+	// (neutron's metadata_proxy_shared_secret). NeutronListener, when
+	// set, is that listener instead of NeutronAddr, already listening;
+	// the Server closes it. NeutronProxies, when not empty, are the
+	// addresses neutron's agents connect from: any other source is
+	// refused (403). Empty lets any source that holds a signed request
+	// in, which is weaker: see docs/neutron.md.
+	NeutronAddr       string
+	NeutronListener   net.Listener
+	NeutronSecretFile string
+	NeutronProxies    []netip.Prefix
 	// Store is StoreBolt (the embedded store in DataDir), StoreEtcd or
 	// StoreMem.
 	Store string
@@ -196,6 +211,9 @@ func (c *Config) Validate() error {
 	if err := c.validateRelay(); err != nil {
 		return err
 	}
+	if err := c.validateNeutron(); err != nil {
+		return err
+	}
 	if c.Fleet != nil && c.FleetFile != "" {
 		return forewarn.Errorf(forewarn.EINVALID, "--fleet %s: the configuration also holds a fleet; give one of them", c.FleetFile)
 	}
@@ -322,6 +340,37 @@ func (c *Config) validateRelay() error {
 		return forewarn.Errorf(forewarn.EINVALID, "--relays %s: the configuration also holds relays; give one of them", c.RelaysFile)
 	case c.Relays != nil:
 		return c.Relays.Validate()
+	}
+	return nil
+}
+
+// neutron reports whether c has a neutron listener.
+func (c *Config) neutron() bool { return c.NeutronAddr != "" || c.NeutronListener != nil }
+
+// validateNeutron reports whether the neutron listener's settings are
+// whole: a listener and a shared secret, each with the other.
+func (c *Config) validateNeutron() error {
+	if !c.neutron() {
+		switch {
+		case c.NeutronSecretFile != "":
+			return forewarn.Errorf(forewarn.EINVALID, "--neutron-secret-file needs --neutron-addr, the neutron listener it configures")
+		case len(c.NeutronProxies) > 0:
+			return forewarn.Errorf(forewarn.EINVALID, "--neutron-proxies needs --neutron-addr, the neutron listener it configures")
+		}
+		return nil
+	}
+	if c.NeutronListener == nil {
+		if _, _, err := net.SplitHostPort(c.NeutronAddr); err != nil {
+			return forewarn.Errorf(forewarn.EINVALID, "--neutron-addr %q: %v", c.NeutronAddr, err)
+		}
+	}
+	if c.NeutronSecretFile == "" {
+		return forewarn.Errorf(forewarn.EINVALID, "--neutron-addr needs --neutron-secret-file FILE: the shared secret (neutron's metadata_proxy_shared_secret) that signs each request's instance ID")
+	}
+	for _, p := range c.NeutronProxies {
+		if !p.IsValid() {
+			return forewarn.Errorf(forewarn.EINVALID, "--neutron-proxies holds %s: want address prefixes (CIDR), e.g. 10.0.0.0/24", p)
+		}
 	}
 	return nil
 }

@@ -159,10 +159,7 @@ func newRelayHandler(rs Relays, md http.Handler, perVM int) *relayHandler {
 		}
 		h.nets[name] = m
 	}
-	h.inflight.seed = maphash.MakeSeed()
-	for i := range h.inflight.shards {
-		h.inflight.shards[i].n = map[vmKey]int{}
-	}
+	h.inflight.init()
 	return h
 }
 
@@ -228,6 +225,14 @@ type inflight struct {
 	shards [64]struct {
 		mu sync.Mutex
 		n  map[vmKey]int
+	}
+}
+
+// init makes f ready for use.
+func (f *inflight) init() {
+	f.seed = maphash.MakeSeed()
+	for i := range f.shards {
+		f.shards[i].n = map[vmKey]int{}
 	}
 }
 

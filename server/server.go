@@ -26,8 +26,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -72,10 +74,13 @@ type Server struct {
 	md      http.Handler // the metadata API's router
 
 	// addrs are the listeners' addresses: metadata, operator, then the
-	// relay listener's when there is one.
-	addrs     []net.Addr
-	listeners []net.Listener // capped
-	servers   []*http.Server
+	// relay listener's and the neutron listener's when there are;
+	// relayAddr and neutronAddr are those two, or nil.
+	addrs                  []net.Addr
+	relayAddr, neutronAddr net.Addr
+	listeners              []net.Listener // capped
+	servers                []*http.Server
+	neutron                *neutronHandler // nil without a neutron listener
 
 	mu    sync.Mutex
 	state int // ready, running or done
@@ -114,7 +119,7 @@ func newServer(ctx context.Context, cfg Config) (_ *Server, err error) {
 		}
 	}()
 	// Given listeners are the Server's from the start.
-	for _, ln := range []net.Listener{cfg.MetadataListener, cfg.AdminListener, cfg.RelayListener} {
+	for _, ln := range []net.Listener{cfg.MetadataListener, cfg.AdminListener, cfg.RelayListener, cfg.NeutronListener} {
 		if ln != nil {
 			undo = append(undo, func() { ln.Close() })
 		}
@@ -214,6 +219,13 @@ func newServer(ctx context.Context, cfg Config) (_ *Server, err error) {
 			return nil, err
 		}
 	}
+	// So is the neutron listener's shared secret.
+	var neutronSecret []byte
+	if cfg.neutron() {
+		if neutronSecret, err = loadNeutronSecret(cfg.NeutronSecretFile, s.log); err != nil {
+			return nil, err
+		}
+	}
 	s.addrs = []net.Addr{mdLn.Addr(), adLn.Addr()}
 	mdCaps, admCaps := listenerCaps(cfg, s.eng, s.log)
 	s.capsWarn = &capsWarner{maxLongPolls: cfg.MaxLongPolls, total: mdCaps.Total, log: s.log}
@@ -259,6 +271,7 @@ func newServer(ctx context.Context, cfg Config) (_ *Server, err error) {
 		}
 		capped := connlimit.New(rl, connlimit.Config{Name: "relay", PerSource: relayConnsPerSource, Total: relayConnsTotal,
 			WriteTimeout: cfg.WriteTimeout, Refusal: refusal, Logger: s.log})
+		s.relayAddr = rl.Addr()
 		s.addrs = append(s.addrs, rl.Addr())
 		s.listeners = append(s.listeners, tls.NewListener(capped, relayCfg))
 		hs := &http.Server{
@@ -269,6 +282,34 @@ func newServer(ctx context.Context, cfg Config) (_ *Server, err error) {
 			HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: relayStreams},
 			ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 		}
+		hs.RegisterOnShutdown(s.gc.Shutdown)
+		hs.RegisterOnShutdown(s.az.Shutdown)
+		s.servers = append(s.servers, hs)
+	}
+	if neutronSecret != nil {
+		nl := cfg.NeutronListener
+		if nl == nil {
+			if nl, err = net.Listen("tcp", cfg.NeutronAddr); err != nil {
+				return nil, fmt.Errorf("neutron listener: %w", err)
+			}
+			undo = append(undo, func() { nl.Close() })
+		}
+		ncaps := connlimit.Config{Name: "neutron", PerSource: neutronConnsPerSource, Total: neutronConnsTotal,
+			WriteTimeout: cfg.WriteTimeout, Refusal: refusal, Logger: s.log}
+		proxies := slices.Clone(cfg.NeutronProxies)
+		if len(proxies) > 0 {
+			ncaps.Known = func(a netip.Addr) bool {
+				return slices.ContainsFunc(proxies, func(p netip.Prefix) bool { return p.Contains(a.Unmap()) })
+			}
+			ncaps.StrangerPerSource, ncaps.StrangerTotal = strangerConnsPerSource, neutronStrangerConns
+		}
+		capped := connlimit.New(nl, ncaps)
+		s.neutronAddr = nl.Addr()
+		s.addrs = append(s.addrs, nl.Addr())
+		s.listeners = append(s.listeners, capped)
+		s.neutron = newNeutronHandler(neutronSecret, proxies, s.eng, s.md, mdCaps.PerSource)
+		hs := httpServer(cfg, s.neutron, capped)
+		hs.ErrorLog = slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)
 		hs.RegisterOnShutdown(s.gc.Shutdown)
 		hs.RegisterOnShutdown(s.az.Shutdown)
 		s.servers = append(s.servers, hs)
@@ -390,12 +431,11 @@ func (s *Server) MetadataAddr() net.Addr { return s.addrs[0] }
 
 // RelayAddr returns the address the relay listener listens on, or nil
 // when the server has none.
-func (s *Server) RelayAddr() net.Addr {
-	if len(s.addrs) < 3 {
-		return nil
-	}
-	return s.addrs[2]
-}
+func (s *Server) RelayAddr() net.Addr { return s.relayAddr }
+
+// NeutronAddr returns the address the neutron listener listens on, or
+// nil when the server has none.
+func (s *Server) NeutronAddr() net.Addr { return s.neutronAddr }
 
 // AdminAddr returns the address the operator API listens on.
 func (s *Server) AdminAddr() net.Addr { return s.addrs[1] }
@@ -405,6 +445,17 @@ func (s *Server) AdminAddr() net.Addr { return s.addrs[1] }
 // the EC2 API, and anything else to the API of the calling VM. It
 // identifies VMs by the request's RemoteAddr.
 func (s *Server) Metadata() http.Handler { return s.md }
+
+// Neutron returns the handler of the neutron listener, or nil when the
+// server has none: it identifies VMs by the instance ID neutron's
+// metadata proxy signs (see docs/neutron.md) and hands their requests
+// to Metadata.
+func (s *Server) Neutron() http.Handler {
+	if s.neutron == nil {
+		return nil
+	}
+	return s.neutron
+}
 
 // Admin returns the operator API, the handler of the operator listener.
 func (s *Server) Admin() *admin.Server { return s.adm }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"strings"
 
 	"github.com/forewarn/forewarn"
@@ -39,6 +40,21 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.StringVar(&cfg.RelayKeyFile, "relay-key", "", "PEM `file` of the relay listener's private key")
 	fs.StringVar(&cfg.RelayCAFile, "relay-ca", "", "PEM `file` of the authority that signs the relays' client certificates")
 	fs.StringVar(&cfg.RelaysFile, "relays", "", "YAML `file` mapping each relay's certificate name to the networks it may speak for, e.g. 'host-a: [blue, green]'")
+	fs.StringVar(&cfg.NeutronAddr, "neutron-addr", "", "listen address of the neutron listener (plain HTTP), where OpenStack's neutron metadata agents forward their instances' requests as to Nova's metadata API; keep it on the management network (needs --neutron-secret-file)")
+	fs.StringVar(&cfg.NeutronSecretFile, "neutron-secret-file", "", "`file` holding neutron's metadata_proxy_shared_secret, which signs each request's X-Instance-ID (mode 0600)")
+	fs.Func("neutron-proxies", "`CIDR[,CIDR...]` of the addresses neutron's metadata agents connect from; other sources get 403 (default: any source, which lets in whoever replays a signed request)", func(v string) error {
+		for p := range strings.SplitSeq(v, ",") {
+			if p = strings.TrimSpace(p); p == "" {
+				continue
+			}
+			pfx, err := parsePrefix(p)
+			if err != nil {
+				return err
+			}
+			cfg.NeutronProxies = append(cfg.NeutronProxies, pfx)
+		}
+		return nil
+	})
 	fs.StringVar(&cfg.DataDir, "data", cfg.DataDir, "directory of the embedded store and the audit log, created if missing")
 	fs.StringVar(&cfg.Store, "store", cfg.Store, "where state is kept: bolt (embedded, one server), etcd (several replicas share it) or mem (in memory, kept nowhere)")
 	fs.Func("etcd-endpoints", "etcd client URLs, comma-separated (with --store etcd)", func(v string) error {
@@ -100,7 +116,28 @@ func Serve(ctx context.Context, cfg ServeConfig, log *slog.Logger, out io.Writer
 	if a := s.RelayAddr(); a != nil {
 		fmt.Fprintf(out, "relay listener on %s\n", a)
 	}
+	if a := s.NeutronAddr(); a != nil {
+		fmt.Fprintf(out, "neutron listener on %s\n", a)
+	}
 	return s.Run(ctx)
+}
+
+// parsePrefix parses an address prefix (10.0.0.0/24) or a single
+// address (10.0.0.5, its own prefix), with its host bits cleared.
+func parsePrefix(s string) (netip.Prefix, error) {
+	if !strings.Contains(s, "/") {
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return netip.Prefix{}, fmt.Errorf("%q is not an address or a CIDR prefix", s)
+		}
+		a = a.Unmap()
+		return netip.PrefixFrom(a, a.BitLen()), nil
+	}
+	p, err := netip.ParsePrefix(s)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("%q is not an address or a CIDR prefix", s)
+	}
+	return p.Masked(), nil
 }
 
 // serveMessage returns the text to show for an error of Serve: the
