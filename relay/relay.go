@@ -502,9 +502,8 @@ func (r *Relay) forward(w http.ResponseWriter, req *http.Request, network string
 	caller.Strip(hdr)
 	hdr[caller.NetworkHeader] = []string{network}
 	hdr[caller.SourceHeader] = []string{src.String()}
-	uri := req.URL.RequestURI()
 
-	resp, err := r.send(req.Context(), req.Method, uri, req.Host, hdr, body)
+	resp, err := r.send(req.Context(), req.Method, req.URL, req.Host, hdr, body)
 	if err != nil {
 		if req.Context().Err() != nil {
 			return 0
@@ -547,15 +546,15 @@ func (r *Relay) forward(w http.ResponseWriter, req *http.Request, network string
 
 // send sends a request to the server in use, and on failure to the
 // next, until one answers, ctx ends, or RetryFor has passed since the
-// first failure.
-func (r *Relay) send(ctx context.Context, method, uri, host string, hdr http.Header, body []byte) (*http.Response, error) {
+// first failure. Each attempt shares hdr, which nothing writes.
+func (r *Relay) send(ctx context.Context, method string, target *url.URL, host string, hdr http.Header, body []byte) (*http.Response, error) {
 	var failingSince time.Time
 	backoff := 25 * time.Millisecond
 	tried := 0
 	for {
 		i := int(r.cur.Load())
 		u := r.ups[i]
-		out := &http.Request{Method: method, URL: u.url(uri), Host: host, Header: hdr.Clone(),
+		out := &http.Request{Method: method, URL: u.url(target), Host: host, Header: hdr,
 			Proto: "HTTP/2.0", ProtoMajor: 2}
 		out = out.WithContext(ctx)
 		if len(body) > 0 {

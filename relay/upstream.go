@@ -9,17 +9,20 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/http2"
 )
 
 // upstream is one server: a few HTTP/2 connections to it, shared by
-// every request the relay sends there. A request takes the connection
-// with the fewest streams that has room for one more; a new connection
-// is dialed only when none has, and never more than max. So 10,000
-// long-polls ride on ⌈10,000 / the server's stream limit⌉ connections.
+// every request the relay sends there. A request takes the first
+// connection that has room for one more, without a lock of the relay's
+// own; a new connection is dialed only when none has, one at a time,
+// and never more than max. So 10,000 long-polls ride on ⌈10,000 / the
+// server's stream limit⌉ connections.
 type upstream struct {
 	base *url.URL
 	tls  *tls.Config
@@ -27,6 +30,9 @@ type upstream struct {
 	t    *http2.Transport
 	mets *relayMetrics
 	log  *slog.Logger
+
+	// usable is conns as of its last change, read without mu.
+	usable atomic.Pointer[[]*http2.ClientConn]
 
 	mu      sync.Mutex
 	conns   []*http2.ClientConn
@@ -62,15 +68,11 @@ func newUpstream(base *url.URL, tlsCfg *tls.Config, max int, mets *relayMetrics,
 	}
 }
 
-// url returns the URL of uri, a request's path and query, on the
-// server.
-func (u *upstream) url(uri string) *url.URL {
-	out, err := url.ParseRequestURI(uri)
-	if err != nil {
-		out = &url.URL{Path: "/"}
-	}
-	out.Scheme, out.Host = u.base.Scheme, u.base.Host
-	return out
+// url returns the URL on the server of a VM's request to target: its
+// path and query.
+func (u *upstream) url(target *url.URL) *url.URL {
+	return &url.URL{Scheme: u.base.Scheme, Host: u.base.Host, Path: target.Path, RawPath: target.RawPath,
+		RawQuery: target.RawQuery}
 }
 
 // open returns how many connections to the server are open.
@@ -92,9 +94,27 @@ func (u *upstream) prune() {
 	if len(kept) != len(u.conns) {
 		clear(u.conns[len(kept):])
 		u.conns = kept
-		u.wake()
-		u.mets.upstreamConns.WithLabelValues(u.base.Host).Set(float64(len(kept)))
+		u.changed()
 	}
+}
+
+// changed publishes u.conns to the requests that read it without mu,
+// and tells those waiting for room. u.mu is held.
+func (u *upstream) changed() {
+	snap := slices.Clone(u.conns)
+	u.usable.Store(&snap)
+	u.wake()
+	u.mets.upstreamConns.WithLabelValues(u.base.Host).Set(float64(len(snap)))
+}
+
+// reserve returns the first of conns that takes a request, or nil.
+func reserve(conns []*http2.ClientConn) *http2.ClientConn {
+	for _, cc := range conns {
+		if cc.ReserveNewRequest() {
+			return cc
+		}
+	}
+	return nil
 }
 
 // wake tells the requests waiting for room to look again. u.mu is held.
@@ -113,10 +133,15 @@ func (u *upstream) roundTrip(ctx context.Context, req *http.Request) (*http.Resp
 }
 
 // get returns a connection that has reserved a stream for a request:
-// the open one with the fewest streams, or a new one when none has room
-// and fewer than max are open; otherwise it waits for room until ctx
-// ends.
+// the first open one with room, or a new one when none has room and
+// fewer than max are open; otherwise it waits for room until ctx ends.
+// Only when no open connection has room does it take u.mu.
 func (u *upstream) get(ctx context.Context) (*http2.ClientConn, error) {
+	if p := u.usable.Load(); p != nil {
+		if cc := reserve(*p); cc != nil {
+			return cc, nil
+		}
+	}
 	waitedOn := -1 // the dial failures counted when this request began waiting
 	for {
 		u.mu.Lock()
@@ -130,20 +155,9 @@ func (u *upstream) get(ctx context.Context) (*http2.ClientConn, error) {
 			return nil, errors.New("relay closed")
 		}
 		u.prune()
-		var best *http2.ClientConn
-		least := -1
-		for _, cc := range u.conns {
-			st := cc.State()
-			n := st.StreamsActive + st.StreamsReserved + st.StreamsPending
-			// Until the server's settings arrive a connection gives no
-			// limit: ReserveNewRequest knows what it may take.
-			if (st.MaxConcurrentStreams == 0 || n < int(st.MaxConcurrentStreams)) && (least < 0 || n < least) {
-				best, least = cc, n
-			}
-		}
-		if best != nil && best.ReserveNewRequest() {
+		if cc := reserve(u.conns); cc != nil {
 			u.mu.Unlock()
-			return best, nil
+			return cc, nil
 		}
 		// A connection being dialed will bring room for thousands:
 		// wait for it rather than dial another.
@@ -166,7 +180,7 @@ func (u *upstream) get(ctx context.Context) (*http2.ClientConn, error) {
 				return nil, errors.New("relay closed")
 			}
 			u.conns = append(u.conns, cc)
-			u.mets.upstreamConns.WithLabelValues(u.base.Host).Set(float64(len(u.conns)))
+			u.changed()
 			u.mets.upstreamDials.WithLabelValues(u.base.Host).Inc()
 			ok := cc.ReserveNewRequest()
 			u.mu.Unlock()
@@ -234,5 +248,5 @@ func (u *upstream) close() {
 		cc.Close()
 	}
 	u.conns = nil
-	u.wake()
+	u.changed()
 }
