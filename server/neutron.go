@@ -101,20 +101,17 @@ type vmNamer interface {
 // instance ID names, holds each VM to its own cap on requests at once,
 // and hands the request, with the VM's identity, to the metadata API.
 type neutronHandler struct {
+	vmGate
 	secret []byte
 	// proxies are the addresses neutron's agents connect from; empty
 	// for any.
 	proxies []netip.Prefix
 	vms     vmNamer
-	md      http.Handler
-	// perVM caps each VM's requests at once (0: no cap).
-	perVM    int
-	inflight inflight
 }
 
 func newNeutronHandler(secret []byte, proxies []netip.Prefix, vms vmNamer, md http.Handler, perVM int) *neutronHandler {
-	h := &neutronHandler{secret: secret, proxies: proxies, vms: vms, md: md, perVM: perVM}
-	h.inflight.init()
+	h := &neutronHandler{secret: secret, proxies: proxies, vms: vms}
+	h.vmGate.init(md, perVM)
 	return h
 }
 
@@ -186,14 +183,7 @@ func (h *neutronHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		relayError(w, http.StatusNotFound, fmt.Sprintf("VM %q has no address (ip: any): it answers every caller of its API on its network, not one instance; give it an address of its own to serve it through neutron", vm.Name))
 		return
 	}
-	k := vmKey{network: vm.Network, addr: vm.IP.Unmap()}
-	if !h.inflight.acquire(k, h.perVM) {
-		relayError(w, http.StatusServiceUnavailable, fmt.Sprintf("too many requests at once for instance %q", vm.Name))
-		return
-	}
-	defer h.inflight.release(k)
-	caller.Strip(r.Header)
 	r.Header.Del("X-Forwarded-For") // the metadata APIs refuse a request that carries it
-	r = caller.With(r, caller.ID{Network: k.network, Addr: netip.AddrPortFrom(k.addr, 0), Relay: neutronRelay})
-	h.md.ServeHTTP(&relayWriter{ResponseWriter: w}, r)
+	h.serve(w, r, vmKey{network: vm.Network, addr: vm.IP.Unmap()}, 0, neutronRelay,
+		fmt.Sprintf("too many requests at once for instance %q", vm.Name))
 }

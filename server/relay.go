@@ -142,16 +142,14 @@ func relayName(c *x509.Certificate, rs Relays) string {
 // requests at once, and hands the request, with its VM's identity, to
 // the metadata API.
 type relayHandler struct {
+	vmGate
 	relays Relays
 	nets   map[string]map[string]bool // relay → networks
-	md     http.Handler
-	// perVM caps each VM's requests at once (0: no cap).
-	perVM    int
-	inflight inflight
 }
 
 func newRelayHandler(rs Relays, md http.Handler, perVM int) *relayHandler {
-	h := &relayHandler{relays: rs, nets: make(map[string]map[string]bool, len(rs)), md: md, perVM: perVM}
+	h := &relayHandler{relays: rs, nets: make(map[string]map[string]bool, len(rs))}
+	h.vmGate.init(md, perVM)
 	for name, nets := range rs {
 		m := make(map[string]bool, len(nets))
 		for _, n := range nets {
@@ -159,7 +157,6 @@ func newRelayHandler(rs Relays, md http.Handler, perVM int) *relayHandler {
 		}
 		h.nets[name] = m
 	}
-	h.inflight.init()
 	return h
 }
 
@@ -202,14 +199,36 @@ func (h *relayHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	k := vmKey{network: netv[0], addr: src.Addr().Unmap()}
-	if !h.inflight.acquire(k, h.perVM) {
-		relayError(w, http.StatusServiceUnavailable, fmt.Sprintf("too many requests at once from %s on network %s", k.addr, k.network))
+	h.serve(w, r, k, src.Port(), relay, fmt.Sprintf("too many requests at once from %s on network %s", k.addr, k.network))
+}
+
+// vmGate hands the requests a listener has identified to the metadata
+// API, each as its VM's, holding each VM to perVM requests at once.
+type vmGate struct {
+	md http.Handler
+	// perVM caps each VM's requests at once (0: no cap).
+	perVM    int
+	inflight inflight
+}
+
+func (g *vmGate) init(md http.Handler, perVM int) {
+	g.md, g.perVM = md, perVM
+	g.inflight.init()
+}
+
+// serve serves r as a request of the VM k from port, vouched for by
+// the relay named by, or answers 503 with busy when k has perVM
+// requests in flight. Identity headers are dropped first, and a
+// "Connection: close" the API sets is carried as caller.CloseHeader.
+func (g *vmGate) serve(w http.ResponseWriter, r *http.Request, k vmKey, port uint16, by, busy string) {
+	if !g.inflight.acquire(k, g.perVM) {
+		relayError(w, http.StatusServiceUnavailable, busy)
 		return
 	}
-	defer h.inflight.release(k)
+	defer g.inflight.release(k)
 	caller.Strip(r.Header)
-	r = caller.With(r, caller.ID{Network: k.network, Addr: netip.AddrPortFrom(k.addr, src.Port()), Relay: relay})
-	h.md.ServeHTTP(&relayWriter{ResponseWriter: w}, r)
+	r = caller.With(r, caller.ID{Network: k.network, Addr: netip.AddrPortFrom(k.addr, port), Relay: by})
+	g.md.ServeHTTP(&relayWriter{ResponseWriter: w}, r)
 }
 
 // vmKey is a VM's identity behind a relay.

@@ -73,10 +73,10 @@ type Server struct {
 	adm     *admin.Server
 	md      http.Handler // the metadata API's router
 
-	// addrs are the listeners' addresses: metadata, operator, then the
-	// relay listener's and the neutron listener's when there are;
-	// relayAddr and neutronAddr are those two, or nil.
-	addrs                  []net.Addr
+	// addrs are the metadata and operator listeners' addresses;
+	// relayAddr and neutronAddr are those of the relay and neutron
+	// listeners, or nil.
+	addrs                  [2]net.Addr
 	relayAddr, neutronAddr net.Addr
 	listeners              []net.Listener // capped
 	servers                []*http.Server
@@ -193,20 +193,8 @@ func newServer(ctx context.Context, cfg Config) (_ *Server, err error) {
 	undo = append(undo, func() { s.eng.Close() })
 	s.mets.Watch(s.eng)
 
-	mdLn, adLn := cfg.MetadataListener, cfg.AdminListener
-	if mdLn == nil {
-		if mdLn, err = net.Listen("tcp", cfg.MetadataAddr); err != nil {
-			return nil, fmt.Errorf("metadata API: %w", err)
-		}
-		undo = append(undo, func() { mdLn.Close() })
-	}
-	if adLn == nil {
-		if adLn, err = net.Listen("tcp", cfg.AdminAddr); err != nil {
-			return nil, fmt.Errorf("operator API: %w", err)
-		}
-		undo = append(undo, func() { adLn.Close() })
-	}
-	// The relay listener's TLS, checked before anything listens.
+	// The relay listener's TLS and the neutron listener's secret, checked
+	// before anything listens.
 	var relayCfg *tls.Config
 	relays := cfg.Relays
 	if cfg.relayed() {
@@ -219,14 +207,34 @@ func newServer(ctx context.Context, cfg Config) (_ *Server, err error) {
 			return nil, err
 		}
 	}
-	// So is the neutron listener's shared secret.
 	var neutronSecret []byte
 	if cfg.neutron() {
 		if neutronSecret, err = loadNeutronSecret(cfg.NeutronSecretFile, s.log); err != nil {
 			return nil, err
 		}
 	}
-	s.addrs = []net.Addr{mdLn.Addr(), adLn.Addr()}
+	// listen returns ln, given, or else a listener on addr, which undo
+	// closes when New fails.
+	listen := func(ln net.Listener, addr, what string) (net.Listener, error) {
+		if ln != nil {
+			return ln, nil
+		}
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		undo = append(undo, func() { ln.Close() })
+		return ln, nil
+	}
+	mdLn, err := listen(cfg.MetadataListener, cfg.MetadataAddr, "metadata API")
+	if err != nil {
+		return nil, err
+	}
+	adLn, err := listen(cfg.AdminListener, cfg.AdminAddr, "operator API")
+	if err != nil {
+		return nil, err
+	}
+	s.addrs = [2]net.Addr{mdLn.Addr(), adLn.Addr()}
 	mdCaps, admCaps := listenerCaps(cfg, s.eng, s.log)
 	s.capsWarn = &capsWarner{maxLongPolls: cfg.MaxLongPolls, total: mdCaps.Total, log: s.log}
 	s.capsChecked = s.eng.InventoryRevision()
@@ -262,17 +270,13 @@ func newServer(ctx context.Context, cfg Config) (_ *Server, err error) {
 	s.servers = []*http.Server{httpServer(cfg, refuseIdentity(s.md), mdCapped), httpServer(cfg, s.adm, admCapped)}
 	s.servers[0].ConnContext = aws.ConnContext
 	if relayCfg != nil {
-		rl := cfg.RelayListener
-		if rl == nil {
-			if rl, err = net.Listen("tcp", cfg.RelayAddr); err != nil {
-				return nil, fmt.Errorf("relay listener: %w", err)
-			}
-			undo = append(undo, func() { rl.Close() })
+		rl, err := listen(cfg.RelayListener, cfg.RelayAddr, "relay listener")
+		if err != nil {
+			return nil, err
 		}
 		capped := connlimit.New(rl, connlimit.Config{Name: "relay", PerSource: relayConnsPerSource, Total: relayConnsTotal,
 			WriteTimeout: cfg.WriteTimeout, Refusal: refusal, Logger: s.log})
 		s.relayAddr = rl.Addr()
-		s.addrs = append(s.addrs, rl.Addr())
 		s.listeners = append(s.listeners, tls.NewListener(capped, relayCfg))
 		hs := &http.Server{
 			Handler:           connlimit.BodyTimeout(newRelayHandler(relays, s.md, mdCaps.PerSource), cfg.BodyTimeout),
@@ -282,17 +286,12 @@ func newServer(ctx context.Context, cfg Config) (_ *Server, err error) {
 			HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: relayStreams},
 			ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 		}
-		hs.RegisterOnShutdown(s.gc.Shutdown)
-		hs.RegisterOnShutdown(s.az.Shutdown)
 		s.servers = append(s.servers, hs)
 	}
 	if neutronSecret != nil {
-		nl := cfg.NeutronListener
-		if nl == nil {
-			if nl, err = net.Listen("tcp", cfg.NeutronAddr); err != nil {
-				return nil, fmt.Errorf("neutron listener: %w", err)
-			}
-			undo = append(undo, func() { nl.Close() })
+		nl, err := listen(cfg.NeutronListener, cfg.NeutronAddr, "neutron listener")
+		if err != nil {
+			return nil, err
 		}
 		ncaps := connlimit.Config{Name: "neutron", PerSource: neutronConnsPerSource, Total: neutronConnsTotal,
 			WriteTimeout: cfg.WriteTimeout, Refusal: refusal, Logger: s.log}
@@ -305,18 +304,22 @@ func newServer(ctx context.Context, cfg Config) (_ *Server, err error) {
 		}
 		capped := connlimit.New(nl, ncaps)
 		s.neutronAddr = nl.Addr()
-		s.addrs = append(s.addrs, nl.Addr())
 		s.listeners = append(s.listeners, capped)
 		s.neutron = newNeutronHandler(neutronSecret, proxies, s.eng, s.md, mdCaps.PerSource)
 		hs := httpServer(cfg, s.neutron, capped)
 		hs.ErrorLog = slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)
-		hs.RegisterOnShutdown(s.gc.Shutdown)
-		hs.RegisterOnShutdown(s.az.Shutdown)
 		s.servers = append(s.servers, hs)
 	}
-	s.servers[0].RegisterOnShutdown(s.gc.Shutdown)
-	s.servers[0].RegisterOnShutdown(s.az.Shutdown)
-	s.servers[1].RegisterOnShutdown(s.adm.Shutdown)
+	// Every listener but the operator's serves the metadata APIs: held
+	// calls are answered at once when any of them shuts down.
+	for i, hs := range s.servers {
+		if i == 1 {
+			hs.RegisterOnShutdown(s.adm.Shutdown)
+			continue
+		}
+		hs.RegisterOnShutdown(s.gc.Shutdown)
+		hs.RegisterOnShutdown(s.az.Shutdown)
+	}
 	return s, nil
 }
 
