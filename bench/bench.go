@@ -85,34 +85,49 @@ func startForewarn(binary, fleet string, extra ...string) (*child, error) {
 	args := append([]string{"serve", "--metadata-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0",
 		"--data", filepath.Join(dir, "data"), "--fleet", fleetPath, "--allow-short-notice"}, extra...)
 	c := &child{cmd: exec.Command(binary, args...), dir: dir}
-	out, err := c.cmd.StdoutPipe()
+	relayed := slices.Contains(extra, "--relay-addr")
+	err = c.start("forewarn serve", func(line string) bool {
+		if a, ok := strings.CutPrefix(line, "metadata API listening on "); ok {
+			c.metadata = a
+		}
+		if a, ok := strings.CutPrefix(line, "operator API listening on "); ok {
+			c.admin = a
+		}
+		if a, ok := strings.CutPrefix(line, "relay listener on "); ok {
+			c.relay = a
+		}
+		return c.metadata != "" && c.admin != "" && (!relayed || c.relay != "")
+	})
 	if err != nil {
 		return nil, err
+	}
+	return c, nil
+}
+
+// start starts c's command and reads the lines it prints, handing each
+// to line, until line reports that c is ready; the rest of its output
+// is discarded. A command that exits first is an error that names it
+// and gives its stderr.
+func (c *child) start(name string, line func(string) bool) error {
+	out, err := c.cmd.StdoutPipe()
+	if err != nil {
+		return err
 	}
 	var stderr bytes.Buffer
 	c.cmd.Stderr = &stderr
 	if err := c.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", binary, err)
+		return fmt.Errorf("start %s: %w", c.cmd.Path, err)
 	}
 	sc := bufio.NewScanner(out)
-	relayed := slices.Contains(extra, "--relay-addr")
-	for c.metadata == "" || c.admin == "" || relayed && c.relay == "" {
+	for ready := false; !ready; {
 		if !sc.Scan() {
 			c.stop()
-			return nil, fmt.Errorf("forewarn serve exited: %s", stderr.String())
+			return fmt.Errorf("%s exited: %s", name, stderr.String())
 		}
-		if a, ok := strings.CutPrefix(sc.Text(), "metadata API listening on "); ok {
-			c.metadata = a
-		}
-		if a, ok := strings.CutPrefix(sc.Text(), "operator API listening on "); ok {
-			c.admin = a
-		}
-		if a, ok := strings.CutPrefix(sc.Text(), "relay listener on "); ok {
-			c.relay = a
-		}
+		ready = line(sc.Text())
 	}
 	go io.Copy(io.Discard, out)
-	return c, nil
+	return nil
 }
 
 // startCeiling starts 'forewarn bench-ceiling', which answers every

@@ -2,12 +2,10 @@ package bench
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/netip"
 	"os"
@@ -277,29 +275,18 @@ func startRelay(binary string, p *relayPKI, server string, maxConns int) (*child
 	c := &child{cmd: exec.Command(binary, "relay", "--listen", relayNetwork+"=127.0.0.1:0", "--server", "https://"+server,
 		"--cert", p.relay.Cert, "--key", p.relay.Key, "--ca", p.relay.CA, "--metrics-addr", "127.0.0.1:0",
 		"--max-conns", strconv.Itoa(maxConns))}
-	out, err := c.cmd.StdoutPipe()
+	err := c.start("forewarn relay", func(line string) bool {
+		if a, ok := strings.CutPrefix(line, "relay listening on "); ok {
+			c.metadata, _, _ = strings.Cut(a, " ")
+		}
+		if a, ok := strings.CutPrefix(line, "metrics listening on "); ok {
+			c.metrics = a
+		}
+		return c.metadata != "" && c.metrics != ""
+	})
 	if err != nil {
 		return nil, err
 	}
-	var stderr bytes.Buffer
-	c.cmd.Stderr = &stderr
-	if err := c.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", binary, err)
-	}
-	sc := bufio.NewScanner(out)
-	for c.metadata == "" || c.metrics == "" {
-		if !sc.Scan() {
-			c.stop()
-			return nil, fmt.Errorf("forewarn relay exited: %s", stderr.String())
-		}
-		if a, ok := strings.CutPrefix(sc.Text(), "relay listening on "); ok {
-			c.metadata, _, _ = strings.Cut(a, " ")
-		}
-		if a, ok := strings.CutPrefix(sc.Text(), "metrics listening on "); ok {
-			c.metrics = a
-		}
-	}
-	go io.Copy(io.Discard, out)
 	return c, nil
 }
 

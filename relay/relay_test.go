@@ -286,24 +286,8 @@ func TestRelayGCELongPoll(t *testing.T) {
 	if status != 200 || body != "NONE" || h.Get("Etag") == "" {
 		t.Fatalf("maintenance-event through the relay: %d %q %v", status, body, h)
 	}
-	type answer struct {
-		status int
-		body   string
-	}
-	got := make(chan answer, 1)
-	go func() {
-		req, _ := http.NewRequest("GET", url+"?wait_for_change=true&last_etag="+h.Get("Etag"), nil)
-		req.Header.Set("Metadata-Flavor", "Google")
-		resp, err := c.Do(req)
-		if err != nil {
-			got <- answer{0, err.Error()}
-			return
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		got <- answer{resp.StatusCode, string(b)}
-	}()
-	time.Sleep(200 * time.Millisecond) // the long-poll is held
+	got := longPoll(c, url, h.Get("Etag"))
+	waitFor(t, "the long-poll held", func() bool { return heldOn(s) == 1 })
 	select {
 	case a := <-got:
 		t.Fatalf("the long-poll was answered before any change: %+v", a)
@@ -425,23 +409,7 @@ func TestRelayShutdownFailover(t *testing.T) {
 	if status != 200 || body != "NONE" {
 		t.Fatalf("maintenance-event: %d %q", status, body)
 	}
-	type answer struct {
-		status int
-		body   string
-	}
-	got := make(chan answer, 1)
-	go func() {
-		req, _ := http.NewRequest("GET", url+"?wait_for_change=true&last_etag="+h.Get("Etag"), nil)
-		req.Header.Set("Metadata-Flavor", "Google")
-		resp, err := c.Do(req)
-		if err != nil {
-			got <- answer{0, err.Error()}
-			return
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		got <- answer{resp.StatusCode, string(b)}
-	}()
+	got := longPoll(c, url, h.Get("Etag"))
 	waitFor(t, "the long-poll held on the first server", func() bool { return heldOn(s1) == 1 })
 	stop1()
 	waitFor(t, "the long-poll held on the second server", func() bool { return heldOn(s2) == 1 })
@@ -606,4 +574,30 @@ func TestRelayRefusesWhatHTTP2CannotCarry(t *testing.T) {
 	if strings.Contains(m, "forewarn_relay_failovers_total 1") || strings.Contains(m, "forewarn_relay_upstream_errors_total{") {
 		t.Errorf("a VM's request counted as a server failing:\n%s", m)
 	}
+}
+
+// answer is a long-poll's answer: its status and body, or status 0 and
+// the client's error.
+type answer struct {
+	status int
+	body   string
+}
+
+// longPoll sends c's GCE wait_for_change request for url after etag,
+// and returns where its answer will arrive.
+func longPoll(c *http.Client, url, etag string) <-chan answer {
+	got := make(chan answer, 1)
+	go func() {
+		req, _ := http.NewRequest("GET", url+"?wait_for_change=true&last_etag="+etag, nil)
+		req.Header.Set("Metadata-Flavor", "Google")
+		resp, err := c.Do(req)
+		if err != nil {
+			got <- answer{0, err.Error()}
+			return
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		got <- answer{resp.StatusCode, string(b)}
+	}()
+	return got
 }

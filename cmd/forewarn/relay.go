@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strings"
 
 	"github.com/forewarn/forewarn/relay"
 )
@@ -24,14 +23,7 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		cfg.Listeners = append(cfg.Listeners, l)
 		return nil
 	})
-	fs.Func("server", "`URL[,URL...]`: the relay listeners of the Forewarn servers (https://HOST:PORT), any replica; the relay moves to the next when one fails", func(v string) error {
-		for s := range strings.SplitSeq(v, ",") {
-			if s = strings.TrimSpace(s); s != "" {
-				cfg.Servers = append(cfg.Servers, s)
-			}
-		}
-		return nil
-	})
+	fs.Func("server", "`URL[,URL...]`: the relay listeners of the Forewarn servers (https://HOST:PORT), any replica; the relay moves to the next when one fails", appendList(&cfg.Servers))
 	fs.StringVar(&cfg.CertFile, "cert", "", "PEM `file` of this relay's client certificate (its Common Name or a DNS name is its name in the servers' --relays file)")
 	fs.StringVar(&cfg.KeyFile, "key", "", "PEM `file` of this relay's private key")
 	fs.StringVar(&cfg.CAFile, "ca", "", "PEM `file` of the authority that signed the servers' certificates")

@@ -27,14 +27,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.StringVar(&cfg.MetadataAddr, "metadata-addr", cfg.MetadataAddr, "listen address of the metadata API that VMs call")
 	fs.StringVar(&cfg.AdminAddr, "admin-addr", cfg.AdminAddr, "listen address of the operator API (off loopback it requires --admin-token-file)")
 	fs.StringVar(&cfg.AdminTokenFile, "admin-token-file", "", "file holding the operator API's bearer token, generated with mode 0600 if missing")
-	fs.Func("admin-allowed-hosts", "names, comma-separated, by which the operator API may be reached besides its own address and localhost (a reverse proxy's name, say); requests for other hosts get 421", func(v string) error {
-		for h := range strings.SplitSeq(v, ",") {
-			if h = strings.TrimSpace(h); h != "" {
-				cfg.AdminAllowedHosts = append(cfg.AdminAllowedHosts, h)
-			}
-		}
-		return nil
-	})
+	fs.Func("admin-allowed-hosts", "names, comma-separated, by which the operator API may be reached besides its own address and localhost (a reverse proxy's name, say); requests for other hosts get 421", appendList(&cfg.AdminAllowedHosts))
 	fs.StringVar(&cfg.RelayAddr, "relay-addr", "", "listen address of the relay listener, where 'forewarn relay' on each host forwards its VMs' requests over mutual TLS (needs --relay-cert, --relay-key, --relay-ca and --relays)")
 	fs.StringVar(&cfg.RelayCertFile, "relay-cert", "", "PEM `file` of the relay listener's certificate")
 	fs.StringVar(&cfg.RelayKeyFile, "relay-key", "", "PEM `file` of the relay listener's private key")
@@ -57,14 +50,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	})
 	fs.StringVar(&cfg.DataDir, "data", cfg.DataDir, "directory of the embedded store and the audit log, created if missing")
 	fs.StringVar(&cfg.Store, "store", cfg.Store, "where state is kept: bolt (embedded, one server), etcd (several replicas share it) or mem (in memory, kept nowhere)")
-	fs.Func("etcd-endpoints", "etcd client URLs, comma-separated (with --store etcd)", func(v string) error {
-		for ep := range strings.SplitSeq(v, ",") {
-			if ep = strings.TrimSpace(ep); ep != "" {
-				cfg.EtcdEndpoints = append(cfg.EtcdEndpoints, ep)
-			}
-		}
-		return nil
-	})
+	fs.Func("etcd-endpoints", "etcd client URLs, comma-separated (with --store etcd)", appendList(&cfg.EtcdEndpoints))
 	fs.StringVar(&cfg.EtcdPrefix, "etcd-prefix", cfg.EtcdPrefix, "key prefix of the fleet's state in etcd; replicas of one fleet share it")
 	fs.DurationVar(&cfg.EtcdTimeout, "etcd-timeout", cfg.EtcdTimeout, "bound of every etcd call; a write that cannot reach a quorum in it gets 503")
 	fs.DurationVar(&cfg.LeaderTTL, "leader-ttl", cfg.LeaderTTL, "lease of the leader, whole seconds: a dead leader is replaced this long after")
@@ -148,4 +134,17 @@ func serveMessage(err error) string {
 		return fe.Message
 	}
 	return err.Error()
+}
+
+// appendList returns a flag.Func that appends each of a comma-separated
+// list's non-empty items, spaces trimmed, to dst.
+func appendList(dst *[]string) func(string) error {
+	return func(v string) error {
+		for item := range strings.SplitSeq(v, ",") {
+			if item = strings.TrimSpace(item); item != "" {
+				*dst = append(*dst, item)
+			}
+		}
+		return nil
+	}
 }
