@@ -55,14 +55,29 @@ func newMetrics(r *Relay) *relayMetrics {
 	return m
 }
 
-// start counts a request of network in flight.
-func (m *relayMetrics) start(network string) { m.inFlight.WithLabelValues(network).Inc() }
+// listenerMetrics are the series of one listener's network, looked up
+// once rather than at every request.
+type listenerMetrics struct {
+	network  string
+	requests *prometheus.CounterVec
+	inFlight prometheus.Gauge
+	duration prometheus.Observer
+}
 
-// done counts a request of network that ended with code after d.
-func (m *relayMetrics) done(network string, code int, d time.Duration) {
-	m.inFlight.WithLabelValues(network).Dec()
-	m.requests.WithLabelValues(network, strconv.Itoa(code)).Inc()
-	m.duration.WithLabelValues(network).Observe(d.Seconds())
+// of returns the series of network.
+func (m *relayMetrics) of(network string) *listenerMetrics {
+	return &listenerMetrics{network: network, requests: m.requests,
+		inFlight: m.inFlight.WithLabelValues(network), duration: m.duration.WithLabelValues(network)}
+}
+
+// start counts a request in flight.
+func (l *listenerMetrics) start() { l.inFlight.Inc() }
+
+// done counts a request that ended with code after d.
+func (l *listenerMetrics) done(code int, d time.Duration) {
+	l.inFlight.Dec()
+	l.requests.WithLabelValues(l.network, strconv.Itoa(code)).Inc()
+	l.duration.Observe(d.Seconds())
 }
 
 func (m *relayMetrics) handler() http.Handler {

@@ -433,11 +433,12 @@ var hopByHop = [...]string{"Connection", "Keep-Alive", "Proxy-Connection", "Prox
 
 // handler returns what serves the VMs of network.
 func (r *Relay) handler(network string) http.Handler {
+	m := r.mets.of(network)
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		start := time.Now()
-		r.mets.start(network)
+		m.start()
 		code := r.forward(w, req, network)
-		r.mets.done(network, code, time.Since(start))
+		m.done(code, time.Since(start))
 	})
 }
 
