@@ -209,7 +209,7 @@ func TestRelayIdentity(t *testing.T) {
 	// blue_az: its headers are dropped.
 	st1, _, b1 := call(t, from("127.0.0.3"), "GET", via+"/metadata/instance/compute/name?api-version=2021-02-01&format=text",
 		map[string]string{"Metadata": "true", "Forewarn-Relay-Network": "red", "Forewarn-Relay-Source": "127.0.0.6:1"})
-	if st1 == 200 && b1 != "blue_az" {
+	if st1 != 200 || b1 != "blue_az" {
 		t.Fatalf("a VM's identity headers were believed: %d %q", st1, b1)
 	}
 	status, _, body = call(t, from("127.0.0.3"), "GET", via+azPath, map[string]string{"Metadata": "true",
