@@ -22,7 +22,10 @@ type relayMetrics struct {
 	upstreamErrors *prometheus.CounterVec   // server
 	upstreamConns  *prometheus.GaugeVec     // server
 	upstreamDials  *prometheus.CounterVec   // server
-	failovers      prometheus.Counter
+	// upstreamRequests is by server and proto: http/1.1 for a short
+	// connection, h2 for HTTP/2.
+	upstreamRequests *prometheus.CounterVec
+	failovers        prometheus.Counter
 }
 
 func newMetrics(r *Relay) *relayMetrics {
@@ -40,14 +43,16 @@ func newMetrics(r *Relay) *relayMetrics {
 		upstreamErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "forewarn_relay_upstream_errors_total",
 			Help: "Requests a server failed (no connection, or one that broke), each then sent again."}, []string{"server"}),
 		upstreamConns: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "forewarn_relay_upstream_connections",
-			Help: "HTTP/2 connections open to each server."}, []string{"server"}),
+			Help: "Connections open to each server: HTTP/2 ones and the short ones (HTTP/1.1, one request at a time) together, at most --max-upstream-conns."}, []string{"server"}),
 		upstreamDials: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "forewarn_relay_upstream_dials_total",
-			Help: "HTTP/2 connections opened to each server."}, []string{"server"}),
+			Help: "Connections opened to each server, HTTP/2 and short ones."}, []string{"server"}),
+		upstreamRequests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "forewarn_relay_upstream_requests_total",
+			Help: "Requests sent to each server, by the kind of connection: http/1.1 (a short one: a request the server answers at once, while one is free) or h2 (long-polls, and the rest)."}, []string{"server", "proto"}),
 		failovers: prometheus.NewCounter(prometheus.CounterOpts{Name: "forewarn_relay_failovers_total",
 			Help: "Times the relay moved to another server after the one in use failed."}),
 	}
 	m.reg.MustRegister(m.requests, m.duration, m.inFlight, m.refused, m.upstreamErrors, m.upstreamConns,
-		m.upstreamDials, m.failovers, collectors.NewGoCollector(),
+		m.upstreamDials, m.upstreamRequests, m.failovers, collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, l := range r.cfg.Listeners {
 		m.inFlight.WithLabelValues(l.Network)

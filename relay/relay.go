@@ -19,7 +19,6 @@
 package relay
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -145,8 +144,9 @@ type Config struct {
 	// MaxConnsPerSource caps one VM's open connections to a listener;
 	// MaxConns caps each listener's. MaxUpstreamConns caps the relay's
 	// connections to each server: requests share them as HTTP/2
-	// streams.
-	MaxConnsPerSource, MaxConns, MaxUpstreamConns int
+	// streams, and up to ShortConns of them carry short requests one at
+	// a time (0: none).
+	MaxConnsPerSource, MaxConns, MaxUpstreamConns, ShortConns int
 	// RetryFor is how long a request keeps trying the servers once they
 	// fail.
 	RetryFor time.Duration
@@ -167,6 +167,7 @@ func DefaultConfig() Config {
 		MaxConnsPerSource: DefaultMaxConnsPerSource,
 		MaxConns:          DefaultMaxConns,
 		MaxUpstreamConns:  DefaultMaxUpstreamConns,
+		ShortConns:        DefaultShortConns,
 		RetryFor:          DefaultRetryFor,
 		HeaderTimeout:     5 * time.Second,
 		BodyTimeout:       5 * time.Second,
@@ -209,6 +210,9 @@ func (c *Config) Validate() error {
 		if n.n <= 0 {
 			return forewarn.Errorf(forewarn.EINVALID, "%s %d must be positive", n.flag, n.n)
 		}
+	}
+	if c.ShortConns < 0 || c.ShortConns >= c.MaxUpstreamConns {
+		return forewarn.Errorf(forewarn.EINVALID, "--short-conns %d must be from 0 to --max-upstream-conns - 1 (%d): HTTP/2 needs one", c.ShortConns, c.MaxUpstreamConns-1)
 	}
 	for _, d := range []struct {
 		flag string
@@ -287,7 +291,7 @@ func New(cfg Config) (_ *Relay, err error) {
 	r.mets = newMetrics(r)
 	for _, s := range cfg.Servers {
 		u, _ := url.Parse(s)
-		r.ups = append(r.ups, newUpstream(u, tlsCfg, cfg.MaxUpstreamConns, r.mets, r.log))
+		r.ups = append(r.ups, newUpstream(u, tlsCfg, cfg.MaxUpstreamConns, cfg.ShortConns, r.mets, r.log))
 	}
 	defer func() {
 		if err != nil {
@@ -555,15 +559,7 @@ func (r *Relay) send(ctx context.Context, method string, target *url.URL, host s
 	for {
 		i := int(r.cur.Load())
 		u := r.ups[i]
-		out := &http.Request{Method: method, URL: u.url(target), Host: host, Header: hdr,
-			Proto: "HTTP/2.0", ProtoMajor: 2}
-		out = out.WithContext(ctx)
-		if len(body) > 0 {
-			out.Body = io.NopCloser(bytes.NewReader(body))
-			out.ContentLength = int64(len(body))
-			out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
-		}
-		resp, err := u.roundTrip(ctx, out)
+		resp, err := u.send(ctx, method, target, host, hdr, body)
 		if err == nil && resp.Header.Get(caller.RetryHeader) == "" {
 			return resp, nil
 		}

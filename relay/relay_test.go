@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	neturl "net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -304,8 +305,8 @@ func TestRelayGCELongPoll(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the long-poll was not answered after the event")
 	}
-	if n := r.UpstreamConns(); len(n) != 1 || n[0] != 1 {
-		t.Errorf("upstream connections %v, want [1]", n)
+	if n := r.UpstreamConns(); len(n) != 1 || n[0] != 2 {
+		t.Errorf("upstream connections %v, want [2]: a short one, and HTTP/2 for the long-poll", n)
 	}
 }
 
@@ -379,6 +380,8 @@ func TestRelayConfigValidate(t *testing.T) {
 		{"plain http", func(c *relay.Config) { c.Servers = []string{"http://198.18.0.1:8172"} }, `--server "http://198.18.0.1:8172": want https://HOST:PORT`},
 		{"no key", func(c *relay.Config) { c.KeyFile = "" }, "give --key"},
 		{"no upstream conns", func(c *relay.Config) { c.MaxUpstreamConns = 0 }, "--max-upstream-conns 0 must be positive"},
+		{"short conns over the cap", func(c *relay.Config) { c.ShortConns = 8 }, "--short-conns 8 must be from 0 to --max-upstream-conns - 1 (7)"},
+		{"negative short conns", func(c *relay.Config) { c.ShortConns = -1 }, "--short-conns -1 must be from 0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := relay.DefaultConfig()
@@ -600,4 +603,151 @@ func longPoll(c *http.Client, url, etag string) <-chan answer {
 		got <- answer{resp.StatusCode, string(b)}
 	}()
 	return got
+}
+
+// metricLine returns the line of the relay's metrics that starts with
+// series, or "".
+func metricLine(t *testing.T, r *relay.Relay, series string) string {
+	t.Helper()
+	_, _, m := call(t, from("127.0.0.1"), "GET", "http://"+r.MetricsAddr().String()+"/metrics", nil)
+	for l := range strings.Lines(m) {
+		if strings.HasPrefix(l, series+" ") {
+			return strings.TrimSpace(l)
+		}
+	}
+	return ""
+}
+
+// upstreamRequests returns the relay's count of requests to s on each
+// kind of connection.
+func upstreamRequests(t *testing.T, r *relay.Relay, s *server.Server) (short, h2 string) {
+	t.Helper()
+	k := `forewarn_relay_upstream_requests_total{proto="%s",server="` + s.RelayAddr().String() + `"}`
+	return metricLine(t, r, fmt.Sprintf(k, "http/1.1")), metricLine(t, r, fmt.Sprintf(k, "h2"))
+}
+
+// TestRelayShortConns: requests the server answers at once go on one
+// HTTP/1.1 connection, kept alive; a long-poll goes on HTTP/2; a short
+// connection that broke while idle costs the VM nothing: its request
+// goes on HTTP/2.
+func TestRelayShortConns(t *testing.T) {
+	p := newPKI(t)
+	s := startServer(t, p)
+	r := startRelay(t, p.blue, "blue", "https://"+s.RelayAddr().String())
+	via := "http://" + r.Addrs()[0].String()
+	az := func(i int) {
+		t.Helper()
+		status, _, body := call(t, from("127.0.0.3"), "GET", via+azPath, map[string]string{"Metadata": "true"})
+		if status != 200 || body != `{"DocumentIncarnation":1,"Events":[]}` {
+			t.Fatalf("request %d: %d %q", i, status, body)
+		}
+	}
+	for i := range 3 {
+		az(i)
+	}
+	short, h2 := upstreamRequests(t, r, s)
+	if !strings.HasSuffix(short, "} 3") || !strings.HasSuffix(h2, "} 0") {
+		t.Fatalf("after 3 GETs: %q and %q, want 3 on http/1.1 and none on h2", short, h2)
+	}
+	if n := r.UpstreamConns(); n[0] != 1 {
+		t.Fatalf("upstream connections %v, want [1]: one short connection, kept alive", n)
+	}
+
+	url := via + "/computeMetadata/v1/instance/maintenance-event"
+	c := from("127.0.0.4")
+	status, h, _ := call(t, c, "GET", url, map[string]string{"Metadata-Flavor": "Google"})
+	if status != 200 {
+		t.Fatalf("maintenance-event: %d", status)
+	}
+	got := longPoll(c, url, h.Get("Etag"))
+	waitFor(t, "the long-poll held", func() bool { return heldOn(s) == 1 })
+	short, h2 = upstreamRequests(t, r, s)
+	if !strings.HasSuffix(short, "} 4") || !strings.HasSuffix(h2, "} 1") {
+		t.Fatalf("after a GET and a long-poll: %q and %q, want 4 on http/1.1 and 1 on h2", short, h2)
+	}
+	if n := r.UpstreamConns(); n[0] != 2 {
+		t.Fatalf("upstream connections %v, want [2]: the short one and HTTP/2", n)
+	}
+
+	if n := r.BreakIdleShort(0); n != 1 {
+		t.Fatalf("%d idle short connections, want 1", n)
+	}
+	az(4)
+	short, h2 = upstreamRequests(t, r, s)
+	if !strings.HasSuffix(short, "} 4") || !strings.HasSuffix(h2, "} 2") {
+		t.Fatalf("after the broken connection: %q and %q, want the GET on h2", short, h2)
+	}
+	if l := metricLine(t, r, "forewarn_relay_failovers_total"); l != "forewarn_relay_failovers_total 0" {
+		t.Fatalf("a broken short connection made the relay fail over: %q", l)
+	}
+	az(5) // a new short connection
+	if short, _ = upstreamRequests(t, r, s); !strings.HasSuffix(short, "} 5") {
+		t.Fatalf("after a new short connection: %q, want 5", short)
+	}
+	select {
+	case a := <-got:
+		t.Fatalf("the long-poll was answered: %+v", a)
+	default:
+	}
+}
+
+// TestRelayShortConnsShareTheCap: short connections count against
+// --max-upstream-conns; HTTP/2 takes back the room of an idle one, and
+// a short request finds no room then and goes on HTTP/2.
+func TestRelayShortConnsShareTheCap(t *testing.T) {
+	p := newPKI(t)
+	s := startServer(t, p)
+	r := startRelay(t, p.blue, "blue", "https://"+s.RelayAddr().String())
+	via := "http://" + r.Addrs()[0].String()
+	url := via + "/computeMetadata/v1/instance/maintenance-event"
+	c := from("127.0.0.4")
+	status, h, _ := call(t, c, "GET", url, map[string]string{"Metadata-Flavor": "Google"})
+	if status != 200 {
+		t.Fatalf("maintenance-event: %d", status)
+	}
+	if n := r.UpstreamConns(); n[0] != 1 {
+		t.Fatalf("upstream connections %v, want [1]", n)
+	}
+	r.SetUpstreamMax(0, 1)
+	got := longPoll(c, url, h.Get("Etag"))
+	waitFor(t, "the long-poll held", func() bool { return heldOn(s) == 1 })
+	if n := r.UpstreamConns(); n[0] != 1 {
+		t.Fatalf("upstream connections %v, want [1]: HTTP/2 in the short one's room", n)
+	}
+	status, _, _ = call(t, c, "GET", url, map[string]string{"Metadata-Flavor": "Google"})
+	if status != 200 {
+		t.Fatalf("maintenance-event: %d", status)
+	}
+	short, h2 := upstreamRequests(t, r, s)
+	if !strings.HasSuffix(short, "} 1") || !strings.HasSuffix(h2, "} 2") {
+		t.Fatalf("%q and %q, want the GET after the cap on h2", short, h2)
+	}
+	if n := r.UpstreamConns(); n[0] != 1 {
+		t.Fatalf("upstream connections %v, want [1]", n)
+	}
+	select {
+	case a := <-got:
+		t.Fatalf("the long-poll was answered: %+v", a)
+	default:
+	}
+}
+
+func TestIsShort(t *testing.T) {
+	for q, want := range map[string]bool{
+		"":                                 true,
+		"api-version=2020-07-01":           true,
+		"recursive=true&alt=json":          true,
+		"wait_for_change=true":             false,
+		"WAIT_FOR_CHANGE=true":             false,
+		"wait_for_change=false":            false, // not worth telling apart
+		"w%61it_for_change=true":           false,
+		"last_etag=1&Wait_For_Change=true": false,
+	} {
+		if got := relay.IsShort("GET", &neturl.URL{Path: "/x", RawQuery: q}); got != want {
+			t.Errorf("isShort(%q) = %v, want %v", q, got, want)
+		}
+	}
+	if relay.IsShort("CONNECT", &neturl.URL{}) {
+		t.Error("CONNECT is short")
+	}
 }

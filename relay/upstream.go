@@ -1,10 +1,12 @@
 package relay
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -14,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/net/http2"
 )
 
@@ -30,6 +33,11 @@ type upstream struct {
 	t    *http2.Transport
 	mets *relayMetrics
 	log  *slog.Logger
+	// shortTLS and shortMax are those of the short connections (short.go).
+	shortTLS *tls.Config
+	shortMax int
+	// reqs counts the requests sent on each kind of connection.
+	reqsShort, reqsH2 prometheus.Counter
 
 	// usable is conns as of its last change, read without mu.
 	usable atomic.Pointer[[]*http2.ClientConn]
@@ -45,19 +53,27 @@ type upstream struct {
 	// error: a request that waited on a dial that failed fails with it.
 	failed  int
 	lastErr error
+	// waiting counts the requests waiting for room on HTTP/2.
+	waiting int
+	// shortIdle are the short connections free, shortOpen those open.
+	shortIdle []*shortConn
+	shortOpen int
 }
 
 // dialTimeout bounds a connection to a server, TLS included.
 const dialTimeout = 5 * time.Second
 
-func newUpstream(base *url.URL, tlsCfg *tls.Config, max int, mets *relayMetrics, log *slog.Logger) *upstream {
-	t := &tls.Config{}
-	*t = *tlsCfg.Clone()
+func newUpstream(base *url.URL, tlsCfg *tls.Config, max, shortMax int, mets *relayMetrics, log *slog.Logger) *upstream {
+	t := tlsCfg.Clone()
 	if t.ServerName == "" {
 		t.ServerName = base.Hostname()
 	}
+	st := t.Clone()
+	st.NextProtos = []string{"http/1.1"}
 	return &upstream{
-		base: base, tls: t, max: max, mets: mets, log: log,
+		base: base, tls: t, max: max, mets: mets, log: log, shortTLS: st, shortMax: shortMax,
+		reqsShort: mets.upstreamRequests.WithLabelValues(base.Host, "http/1.1"),
+		reqsH2:    mets.upstreamRequests.WithLabelValues(base.Host, "h2"),
 		t: &http2.Transport{
 			// A server that stops answering (a partition, not a crash,
 			// which closes the connection at once) is found by pings.
@@ -75,12 +91,13 @@ func (u *upstream) url(target *url.URL) *url.URL {
 		RawQuery: target.RawQuery}
 }
 
-// open returns how many connections to the server are open.
+// open returns how many connections to the server are open, short
+// ones included.
 func (u *upstream) open() int {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	u.prune()
-	return len(u.conns)
+	return len(u.conns) + u.shortOpen
 }
 
 // prune drops the connections that are closed or closing. u.mu is held.
@@ -104,7 +121,7 @@ func (u *upstream) changed() {
 	snap := slices.Clone(u.conns)
 	u.usable.Store(&snap)
 	u.wake()
-	u.mets.upstreamConns.WithLabelValues(u.base.Host).Set(float64(len(snap)))
+	u.countConns()
 }
 
 // reserve returns the first of conns that takes a request, or nil.
@@ -123,13 +140,36 @@ func (u *upstream) wake() {
 	u.room = make(chan struct{})
 }
 
-// roundTrip sends req on a connection with room for it.
-func (u *upstream) roundTrip(ctx context.Context, req *http.Request) (*http.Response, error) {
+// send sends a VM's request to the server: on a short connection when
+// it is short and one is free, else on HTTP/2.
+func (u *upstream) send(ctx context.Context, method string, target *url.URL, host string, hdr http.Header, body []byte) (*http.Response, error) {
+	if u.shortMax > 0 && isShort(method, target) {
+		resp, err := u.sendShort(ctx, method, target, host, hdr, body)
+		if err == nil {
+			u.reqsShort.Inc()
+			return resp, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if !errors.Is(err, errBusy) {
+			u.log.Debug("a short connection failed; the request goes on HTTP/2", "server", u.base.Host, "err", err)
+		}
+	}
+	u.reqsH2.Inc()
+	out := &http.Request{Method: method, URL: u.url(target), Host: host, Header: hdr,
+		Proto: "HTTP/2.0", ProtoMajor: 2}
+	out = out.WithContext(ctx)
+	if len(body) > 0 {
+		out.Body = io.NopCloser(bytes.NewReader(body))
+		out.ContentLength = int64(len(body))
+		out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	}
 	cc, err := u.get(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return cc.RoundTrip(req)
+	return cc.RoundTrip(out)
 }
 
 // get returns a connection that has reserved a stream for a request:
@@ -160,8 +200,12 @@ func (u *upstream) get(ctx context.Context) (*http2.ClientConn, error) {
 			return cc, nil
 		}
 		// A connection being dialed will bring room for thousands:
-		// wait for it rather than dial another.
-		if u.dialing == 0 && len(u.conns) < u.max {
+		// wait for it rather than dial another. An idle short
+		// connection gives its room up.
+		if u.dialing == 0 && len(u.conns)+u.shortOpen >= u.max {
+			u.takeIdleShort()
+		}
+		if u.dialing == 0 && len(u.conns)+u.shortOpen < u.max {
 			u.dialing++
 			u.mu.Unlock()
 			cc, err := u.dial(ctx)
@@ -193,17 +237,22 @@ func (u *upstream) get(ctx context.Context) (*http2.ClientConn, error) {
 		if waitedOn < 0 {
 			waitedOn = u.failed
 		}
+		u.waiting++
 		u.mu.Unlock()
 		// Every connection is full: wait for a stream to end, a
 		// connection to close or a dial to end.
 		t := time.NewTimer(100 * time.Millisecond)
 		select {
 		case <-ctx.Done():
-			t.Stop()
-			return nil, ctx.Err()
 		case <-room:
-			t.Stop()
 		case <-t.C: // streams end without telling us
+		}
+		t.Stop()
+		u.mu.Lock()
+		u.waiting--
+		u.mu.Unlock()
+		if err := ctx.Err(); err != nil {
+			return nil, err
 		}
 	}
 }
@@ -244,6 +293,7 @@ func (u *upstream) close() {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	u.done = true
+	u.closeShort()
 	for _, cc := range u.conns {
 		cc.Close()
 	}
