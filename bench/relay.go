@@ -82,15 +82,21 @@ type RelayPath struct {
 	RelayCPU  time.Duration `json:"relayCPUPerRequest"`
 }
 
-// RelayCompare is the same GET directly and through the relay, under
-// one load.
+// RelayCompare is the same GET directly, through the relay, and
+// through the reference hop ('forewarn bench-hop': a TCP proxy that
+// copies bytes and nothing else), under one load. On the hop's path,
+// RelayCPU is the hop's.
 type RelayCompare struct {
 	Direct RelayPath `json:"direct"`
 	Relay  RelayPath `json:"relay"`
+	Hop    RelayPath `json:"hop"`
 	// AddedP50 and AddedP99 are the relay's percentile less the direct
-	// one's.
-	AddedP50 time.Duration `json:"addedP50"`
-	AddedP99 time.Duration `json:"addedP99"`
+	// one's; HopAddedP50 the hop's p50 less the direct one's, and
+	// OverHop AddedP50 over HopAddedP50.
+	AddedP50    time.Duration `json:"addedP50"`
+	AddedP99    time.Duration `json:"addedP99"`
+	HopAddedP50 time.Duration `json:"hopAddedP50"`
+	OverHop     float64       `json:"overHop"`
 	// CPURatio is the relay's CPU per request over the server's per
 	// direct request.
 	CPURatio float64 `json:"cpuRatio"`
@@ -344,6 +350,11 @@ func relayRun(ctx context.Context, cfg RelayConfig, p *relayPKI, n int) (*RelayR
 		return nil, err
 	}
 	defer rel.stop()
+	hop, err := startHop(cfg.Binary, srv.metadata)
+	if err != nil {
+		return nil, err
+	}
+	defer hop.stop()
 	// A large fleet keeps the server busy for seconds after it listens.
 	if err := quiet(ctx, srv, 30*time.Second); err != nil {
 		return nil, err
@@ -379,11 +390,11 @@ func relayRun(ctx context.Context, cfg RelayConfig, p *relayPKI, n int) (*RelayR
 		return nil, fmt.Errorf("through the relay: %w", err)
 	}
 	// Both paths answer a VM's document of the same size.
-	var sizes [2]int
+	var sizes [3]int
 	for i, pr := range []struct {
 		target string
 		req    []byte
-	}{{srv.metadata, directReqs[0]}, {rel.metadata, relayReqs[0]}} {
+	}{{srv.metadata, directReqs[0]}, {rel.metadata, relayReqs[0]}, {hop.metadata, directReqs[0]}} {
 		c, err := dial(ctx, latAddrs[0], pr.target, pr.req)
 		if err != nil {
 			return nil, err
@@ -398,12 +409,12 @@ func relayRun(ctx context.Context, cfg RelayConfig, p *relayPKI, n int) (*RelayR
 		}
 		sizes[i] = len(body)
 	}
-	if sizes[0] != sizes[1] {
-		return nil, fmt.Errorf("the answer is %d bytes directly and %d through the relay", sizes[0], sizes[1])
+	if sizes[0] != sizes[1] || sizes[0] != sizes[2] {
+		return nil, fmt.Errorf("the answer is %d bytes directly, %d through the relay and %d through the hop", sizes[0], sizes[1], sizes[2])
 	}
 	run.BodyBytes = sizes[0]
 
-	lp := latencyPaths{cfg: cfg, srv: srv, rel: rel, addrs: latAddrs, direct: directReqs, relayed: relayReqs}
+	lp := latencyPaths{cfg: cfg, srv: srv, rel: rel, hop: hop, addrs: latAddrs, direct: directReqs, relayed: relayReqs}
 	seq, err := lp.compare(ctx, 1)
 	if err != nil {
 		return nil, fmt.Errorf("sequential: %w", err)
@@ -452,25 +463,26 @@ func quiet(ctx context.Context, c *child, limit time.Duration) error {
 // relayDefaultMaxConns is 'forewarn relay --max-conns' by default.
 const relayDefaultMaxConns = 16384
 
-// latencyPaths measures the latency VMs' GET on both paths.
+// latencyPaths measures the latency VMs' GET on each path: 0 direct, 1
+// the relay, 2 the hop.
 type latencyPaths struct {
-	cfg             RelayConfig
-	srv, rel        *child
+	cfg           RelayConfig
+	srv, rel, hop *child
 	addrs           []netip.Addr
 	direct, relayed [][]byte // each VM's request on each path
 }
 
-// compare measures k VMs' GETs on both paths, alternating in rounds
+// compare measures k VMs' GETs on each path, alternating in rounds
 // after a warm-up. With k = 1 it sends Requests requests one after
 // another per path; otherwise each VM sends its next as soon as its
 // last is answered, for Duration per path.
 func (lp *latencyPaths) compare(ctx context.Context, k int) (*RelayCompare, error) {
 	cfg := lp.cfg
-	var lat [2][]time.Duration
-	var bad [2]int
-	var elapsed, srvCPU, relCPU [2]time.Duration
+	var lat [3][]time.Duration
+	var bad [3]int
+	var elapsed, srvCPU, relCPU [3]time.Duration
 	for round := range cfg.Rounds {
-		for p := range 2 {
+		for p := range 3 {
 			// Connections of their own for each round: a server closes a
 			// connection kept idle too long, or one that sends nothing in
 			// its first seconds, while the other path is measured.
@@ -478,7 +490,7 @@ func (lp *latencyPaths) compare(ctx context.Context, k int) (*RelayCompare, erro
 			if err != nil {
 				return nil, err
 			}
-			l, b, sp, err := lp.measure(ctx, conns, k, round == 0)
+			l, b, sp, err := lp.measure(ctx, p, conns, k, round == 0)
 			closeAll(conns)
 			if err != nil {
 				return nil, err
@@ -489,7 +501,7 @@ func (lp *latencyPaths) compare(ctx context.Context, k int) (*RelayCompare, erro
 			relCPU[p] += sp.relay
 		}
 	}
-	var paths [2]RelayPath
+	var paths [3]RelayPath
 	for p := range paths {
 		r := &paths[p]
 		r.Requests, r.Errors = len(lat[p]), bad[p]
@@ -498,9 +510,13 @@ func (lp *latencyPaths) compare(ctx context.Context, k int) (*RelayCompare, erro
 		r.ServerCPU = srvCPU[p] / time.Duration(max(len(lat[p]), 1))
 		r.RelayCPU = relCPU[p] / time.Duration(max(len(lat[p]), 1))
 	}
-	c := &RelayCompare{Direct: paths[0], Relay: paths[1],
-		AddedP50: paths[1].Latency.P50 - paths[0].Latency.P50,
-		AddedP99: paths[1].Latency.P99 - paths[0].Latency.P99}
+	c := &RelayCompare{Direct: paths[0], Relay: paths[1], Hop: paths[2],
+		AddedP50:    paths[1].Latency.P50 - paths[0].Latency.P50,
+		AddedP99:    paths[1].Latency.P99 - paths[0].Latency.P99,
+		HopAddedP50: paths[2].Latency.P50 - paths[0].Latency.P50}
+	if c.HopAddedP50 > 0 {
+		c.OverHop = float64(c.AddedP50) / float64(c.HopAddedP50)
+	}
 	if paths[0].ServerCPU > 0 {
 		c.CPURatio = float64(paths[1].RelayCPU) / float64(paths[0].ServerCPU)
 	}
@@ -508,11 +524,14 @@ func (lp *latencyPaths) compare(ctx context.Context, k int) (*RelayCompare, erro
 }
 
 // open dials one connection from each of the first k latency VMs to
-// path p (0 direct, 1 the relay).
+// path p.
 func (lp *latencyPaths) open(ctx context.Context, p, k int) ([]*conn, error) {
 	target, reqs := lp.srv.metadata, lp.direct
-	if p == 1 {
+	switch p {
+	case 1:
 		target, reqs = lp.rel.metadata, lp.relayed
+	case 2:
+		target = lp.hop.metadata
 	}
 	conns := make([]*conn, 0, k)
 	for i := range k {
@@ -526,13 +545,18 @@ func (lp *latencyPaths) open(ctx context.Context, p, k int) ([]*conn, error) {
 	return conns, nil
 }
 
-// spent is what one measurement took: time, and each process's CPU.
+// spent is what one measurement took: time, and each process's CPU
+// (relay: the relay's, or on the hop's path the hop's).
 type spent struct{ elapsed, server, relay time.Duration }
 
 // measure runs one round on conns, after the warm-up when warm is set:
 // Requests/Rounds sequential requests on the one connection when k is
 // 1, else Duration/Rounds of the closed loop.
-func (lp *latencyPaths) measure(ctx context.Context, conns []*conn, k int, warm bool) ([]time.Duration, int, spent, error) {
+func (lp *latencyPaths) measure(ctx context.Context, p int, conns []*conn, k int, warm bool) ([]time.Duration, int, spent, error) {
+	via := lp.rel
+	if p == 2 {
+		via = lp.hop
+	}
 	cfg := lp.cfg
 	ok := func(s int) bool { return s == http.StatusOK }
 	if warm && cfg.Warmup > 0 {
@@ -544,7 +568,7 @@ func (lp *latencyPaths) measure(ctx context.Context, conns []*conn, k int, warm 
 	if err != nil {
 		return nil, 0, spent{}, err
 	}
-	r0, err := lp.rel.cpu()
+	r0, err := via.cpu()
 	if err != nil {
 		return nil, 0, spent{}, err
 	}
@@ -561,7 +585,7 @@ func (lp *latencyPaths) measure(ctx context.Context, conns []*conn, k int, warm 
 		return nil, 0, spent{}, err
 	}
 	s1, _ := lp.srv.cpu()
-	r1, _ := lp.rel.cpu()
+	r1, _ := via.cpu()
 	sp.server, sp.relay = s1-s0, r1-r0
 	return lat, bad, sp, nil
 }

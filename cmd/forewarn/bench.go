@@ -271,6 +271,33 @@ func printBench(w io.Writer, rep any) {
 	}
 }
 
+// runBenchHop runs the byte-copying TCP proxy that 'bench relay'
+// compares the relay against.
+func runBenchHop(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("forewarn bench-hop", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("addr", "127.0.0.1:0", "listen address")
+	to := fs.String("to", "", "HOST:PORT to forward each connection to, from its caller's address")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *to == "" {
+		fmt.Fprintln(stderr, "forewarn bench-hop: give --to HOST:PORT")
+		return 2
+	}
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		fmt.Fprintf(stderr, "forewarn bench-hop: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "hop listening on %s\n", ln.Addr())
+	if err := bench.Hop(ctx, ln, *to); err != nil {
+		fmt.Fprintf(stderr, "forewarn bench-hop: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
 // runBenchCeiling runs the minimal net/http server the poll mode compares
 // against: every request gets the same body.
 func runBenchCeiling(ctx context.Context, args []string, stdout, stderr io.Writer) int {

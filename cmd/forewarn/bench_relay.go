@@ -59,9 +59,9 @@ func printRelay(tw *tabwriter.Writer, r *bench.RelayReport) {
 		return "NO"
 	}
 	c := r.Config
-	fmt.Fprintf(tw, "relay: %s GET directly and through 'forewarn relay', both child processes; targets: added p50 < %s (sequential), ≤ %d connections to the server for the fan-out\n",
+	fmt.Fprintf(tw, "relay: %s GET directly, through 'forewarn relay', and through the reference hop (a TCP proxy that copies bytes, no TLS), each a child process; targets: added p50 < %s (sequential), ≤ %d connections to the server for the fan-out\n",
 		c.API, us(bench.RelayAddedP50Target), bench.RelayUpstreamTarget)
-	fmt.Fprintln(tw, "VMS\tLOAD\tPATH\tBODY\tREQUESTS\tERRORS\tREQ/S\tP50\tP90\tP99\tP99.9\tSERVER CPU/REQ\tRELAY CPU/REQ")
+	fmt.Fprintln(tw, "VMS\tLOAD\tPATH\tBODY\tREQUESTS\tERRORS\tREQ/S\tP50\tP90\tP99\tP99.9\tSERVER CPU/REQ\tRELAY (HOP) CPU/REQ")
 	for _, x := range r.Runs {
 		loads := []struct {
 			name string
@@ -77,18 +77,20 @@ func printRelay(tw *tabwriter.Writer, r *bench.RelayReport) {
 			for _, p := range []struct {
 				name string
 				r    bench.RelayPath
-			}{{"direct", l.c.Direct}, {"relay", l.c.Relay}} {
+			}{{"direct", l.c.Direct}, {"relay", l.c.Relay}, {"hop", l.c.Hop}} {
 				fmt.Fprintf(tw, "%d\t%s\t%s\t%d B\t%d\t%d\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\n", x.VMs, l.name, p.name, x.BodyBytes, p.r.Requests, p.r.Errors,
 					p.r.Throughput, us(p.r.Latency.P50), us(p.r.Latency.P90), us(p.r.Latency.P99), us(p.r.Latency.P999), cpu(p.r.ServerCPU), cpu(p.r.RelayCPU))
 			}
 		}
 	}
-	fmt.Fprintln(tw, "\nVMS\tLOAD\tADDED P50\tADDED P99\tRELAY CPU ÷ SERVER CPU (DIRECT)\tSERVER CPU, RELAYED ÷ DIRECT\tMET")
+	fmt.Fprintln(tw, "\nVMS\tLOAD\tADDED P50\tADDED P99\tHOP ADDED P50\tRELAY ÷ HOP\tRELAY CPU ÷ SERVER CPU (DIRECT)\tSERVER CPU, RELAYED ÷ DIRECT\tMET")
 	for _, x := range r.Runs {
 		l := x.Sequential
-		fmt.Fprintf(tw, "%d\tsequential\t%s\t%s\t%.2f\t%.2f\t%s\n", x.VMs, us(l.AddedP50), us(l.AddedP99), l.CPURatio, ratio(l.Relay.ServerCPU, l.Direct.ServerCPU), met(x.LatencyMet))
+		fmt.Fprintf(tw, "%d\tsequential\t%s\t%s\t%s\t%.2f\t%.2f\t%.2f\t%s\n", x.VMs, us(l.AddedP50), us(l.AddedP99), us(l.HopAddedP50), l.OverHop,
+			l.CPURatio, ratio(l.Relay.ServerCPU, l.Direct.ServerCPU), met(x.LatencyMet))
 		if l := x.Concurrent; l != nil {
-			fmt.Fprintf(tw, "%d\t%d conns\t%s\t%s\t%.2f\t%.2f\t\n", x.VMs, c.Conns, us(l.AddedP50), us(l.AddedP99), l.CPURatio, ratio(l.Relay.ServerCPU, l.Direct.ServerCPU))
+			fmt.Fprintf(tw, "%d\t%d conns\t%s\t%s\t%s\t%.2f\t%.2f\t%.2f\t\n", x.VMs, c.Conns, us(l.AddedP50), us(l.AddedP99), us(l.HopAddedP50), l.OverHop,
+				l.CPURatio, ratio(l.Relay.ServerCPU, l.Direct.ServerCPU))
 		}
 	}
 	if c.Waiters == 0 {

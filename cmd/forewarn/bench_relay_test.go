@@ -44,7 +44,7 @@ func TestBenchRelay(t *testing.T) {
 		for _, p := range []struct {
 			name string
 			r    bench.RelayPath
-		}{{"direct", l.c.Direct}, {"relay", l.c.Relay}} {
+		}{{"direct", l.c.Direct}, {"relay", l.c.Relay}, {"hop", l.c.Hop}} {
 			r := p.r
 			if r.Requests == 0 || r.Errors != 0 || r.Throughput <= 0 || r.Latency.P50 <= 0 || r.Latency.P90 < r.Latency.P50 || r.Latency.P99 < r.Latency.P90 {
 				t.Errorf("%s %s: %+v", l.name, p.name, r)
@@ -53,14 +53,23 @@ func TestBenchRelay(t *testing.T) {
 		if l.c.AddedP50 != l.c.Relay.Latency.P50-l.c.Direct.Latency.P50 {
 			t.Errorf("%s: added p50 %v is not %v less %v", l.name, l.c.AddedP50, l.c.Relay.Latency.P50, l.c.Direct.Latency.P50)
 		}
+		if l.c.HopAddedP50 != l.c.Hop.Latency.P50-l.c.Direct.Latency.P50 {
+			t.Errorf("%s: the hop's added p50 %v is not %v less %v", l.name, l.c.HopAddedP50, l.c.Hop.Latency.P50, l.c.Direct.Latency.P50)
+		}
+		if l.c.HopAddedP50 > 0 && l.c.OverHop != float64(l.c.AddedP50)/float64(l.c.HopAddedP50) {
+			t.Errorf("%s: relay ÷ hop %v is not %v ÷ %v", l.name, l.c.OverHop, l.c.AddedP50, l.c.HopAddedP50)
+		}
 	}
-	if run.Sequential.Direct.Requests != 400 || run.Sequential.Relay.Requests != 400 {
-		t.Errorf("sequential: %d and %d requests, want 400 each", run.Sequential.Direct.Requests, run.Sequential.Relay.Requests)
+	if s := run.Sequential; s.Direct.Requests != 400 || s.Relay.Requests != 400 || s.Hop.Requests != 400 {
+		t.Errorf("sequential: %d, %d and %d requests, want 400 each", s.Direct.Requests, s.Relay.Requests, s.Hop.Requests)
 	}
 	// CPU is read in 10 ms ticks: the concurrent relay run is long enough
 	// to show some, and the relay does nothing on the direct path.
 	if c := run.Concurrent; c.Relay.RelayCPU <= 0 || c.Relay.ServerCPU <= 0 || c.CPURatio <= 0 {
 		t.Errorf("concurrent CPU: relay %v and server %v per relayed request, ratio %v", c.Relay.RelayCPU, c.Relay.ServerCPU, c.CPURatio)
+	}
+	if c := run.Concurrent; c.Hop.RelayCPU <= 0 || c.Hop.ServerCPU <= 0 {
+		t.Errorf("concurrent CPU through the hop: hop %v and server %v per request", c.Hop.RelayCPU, c.Hop.ServerCPU)
 	}
 	if c := run.Concurrent; c.Direct.RelayCPU > c.Relay.RelayCPU/2 {
 		t.Errorf("the relay spent %v per direct request, %v per relayed one", c.Direct.RelayCPU, c.Relay.RelayCPU)
@@ -79,7 +88,7 @@ func TestBenchRelay(t *testing.T) {
 	// The table of the same report.
 	var b strings.Builder
 	printBench(&b, &rep)
-	for _, want := range []string{"relay: aws GET", "sequential  direct", "4 conns     relay", "ADDED P50", "UPSTREAM CONNS", "yes\n"} {
+	for _, want := range []string{"relay: aws GET", "sequential  direct", "4 conns     relay", "sequential  hop", "ADDED P50", "RELAY ÷ HOP", "UPSTREAM CONNS", "yes\n"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, b.String())
 		}

@@ -88,6 +88,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runBench(ctx, args[1:], stdout, stderr)
 	case "bench-ceiling":
 		return runBenchCeiling(ctx, args[1:], stdout, stderr)
+	case "bench-hop":
+		return runBenchHop(ctx, args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0
