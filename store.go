@@ -28,6 +28,8 @@ type State struct {
 	// InventoryRevision is the revision of the latest commit that changed
 	// Inventory or InventorySets; 0 when none did.
 	InventoryRevision int64
+	// Sessions maps a maintenance session's ID to the session.
+	Sessions map[string]*Session
 }
 
 // Definition is one VM of the inventory as a store keeps it.
@@ -101,6 +103,10 @@ type Change struct {
 	// once committed.
 	Inventory     map[string]*Definition
 	InventorySets map[string]*ScaleSet
+	// Sessions are set whole for the named maintenance sessions, or
+	// removed where the value is nil. A store may hand them to its
+	// followers: they must not be modified once committed.
+	Sessions map[string]*Session
 	// Fence, when set, is a leadership fence from Term.Fence: a store
 	// shared by several servers refuses the change with ECONFLICT unless
 	// the term it names still leads, so a deposed leader's late write is
@@ -183,6 +189,11 @@ func (c *Change) Validate() error {
 	for name, d := range c.InventorySets {
 		if name == "" || d != nil && d.Name != name {
 			return Errorf(EINVALID, "inventory scale set %q does not hold a scale set of that name", name)
+		}
+	}
+	for id, ses := range c.Sessions {
+		if id == "" || ses != nil && ses.ID != id {
+			return Errorf(EINVALID, "session %q does not hold a session of that ID", id)
 		}
 	}
 	for ss, r := range c.ScaleSets {
