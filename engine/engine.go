@@ -237,6 +237,9 @@ type Engine struct {
 	subs      []func([]*View)
 	// counts holds how many events of each type and status events holds.
 	counts map[typeStatus]int
+	// sessions holds the maintenance sessions, each as committed (never
+	// modified: a step writes a clone).
+	sessions map[string]*forewarn.Session
 	// obs receives measurements; never nil.
 	obs Observer
 }
@@ -730,36 +733,7 @@ func (e *Engine) createOnce(ctx context.Context, s Spec, guard func() error, spl
 	now := time.Now()
 	evs := make([]*forewarn.Event, len(groups))
 	for i, names := range groups {
-		ev := &forewarn.Event{
-			ID:          newID(),
-			Type:        s.Type,
-			Status:      forewarn.Scheduled,
-			Resources:   names,
-			NotBefore:   ceilSecond(now.Add(notice)),
-			Duration:    duration,
-			Source:      source,
-			Description: s.Description,
-			Lasts:       lasts,
-			Created:     now.Round(0),
-		}
-		if s.Type.EC2() {
-			ev.Deadline = ev.NotBefore.Add(forewarn.EC2Reschedule)
-		}
-		if vm := e.vm(names[0]); s.Type == forewarn.Preempt && vm.Provider == forewarn.AWS {
-			ev.Action = cmp.Or(vm.SpotInterruptionBehavior, "terminate")
-			// An interruption notice due now (within the second NotBefore
-			// was rounded up by) is given with the event, not a moment
-			// after.
-			if lead := ev.Lead(); lead > 0 && ev.NotBefore.Add(-lead).Sub(now) < time.Second {
-				ev.WarnedAt = now.Round(0)
-			}
-		}
-		if s.Started || e.unheard(ev, now) {
-			ev.Status = forewarn.Started
-			ev.NotBefore = time.Time{}
-			ev.StartedAt = now.Round(0)
-		}
-		evs[i] = ev
+		evs[i] = e.newEvent(s.Type, names, notice, duration, source, s.Description, lasts, s.Started, now)
 	}
 	if err := e.commit(ctx, now, evs, nil); err != nil {
 		return nil, err
@@ -773,6 +747,44 @@ func (e *Engine) createOnce(ctx context.Context, s Spec, guard func() error, spl
 		e.log.Info("events created, one per scope group", "events", len(evs), "first", ev.ID, "type", ev.Type, "vms", len(s.VMs))
 	}
 	return evs, nil
+}
+
+// newEvent makes an event of type t for the VMs names of one scope
+// group, Scheduled notice from now (or Started when started is set or
+// no VM of names could hear of it), as Create makes them. e.mu must be
+// held.
+func (e *Engine) newEvent(t forewarn.EventType, names []string, notice time.Duration, duration int, source forewarn.Source,
+	description string, lasts time.Duration, started bool, now time.Time) *forewarn.Event {
+	ev := &forewarn.Event{
+		ID:          newID(),
+		Type:        t,
+		Status:      forewarn.Scheduled,
+		Resources:   names,
+		NotBefore:   ceilSecond(now.Add(notice)),
+		Duration:    duration,
+		Source:      source,
+		Description: description,
+		Lasts:       lasts,
+		Created:     now.Round(0),
+	}
+	if t.EC2() {
+		ev.Deadline = ev.NotBefore.Add(forewarn.EC2Reschedule)
+	}
+	if vm := e.vm(names[0]); t == forewarn.Preempt && vm.Provider == forewarn.AWS {
+		ev.Action = cmp.Or(vm.SpotInterruptionBehavior, "terminate")
+		// An interruption notice due now (within the second NotBefore
+		// was rounded up by) is given with the event, not a moment
+		// after.
+		if lead := ev.Lead(); lead > 0 && ev.NotBefore.Add(-lead).Sub(now) < time.Second {
+			ev.WarnedAt = now.Round(0)
+		}
+	}
+	if started || e.unheard(ev, now) {
+		ev.Status = forewarn.Started
+		ev.NotBefore = time.Time{}
+		ev.StartedAt = now.Round(0)
+	}
+	return ev
 }
 
 // checkNotice refuses a notice that is negative, or below the minimum of
@@ -1045,6 +1057,13 @@ func (e *Engine) commit(ctx context.Context, now time.Time, changed []*forewarn.
 // commitAs is commit fenced with a leadership's fence: a leader's
 // deadline write that its lost leadership cannot make.
 func (e *Engine) commitAs(ctx context.Context, now time.Time, changed []*forewarn.Event, vms map[string]*forewarn.VMRecord, fence string) error {
+	return e.commitWith(ctx, now, changed, vms, nil, fence)
+}
+
+// commitWith is commitAs that writes the maintenance sessions sessions
+// too, in the same change.
+func (e *Engine) commitWith(ctx context.Context, now time.Time, changed []*forewarn.Event, vms map[string]*forewarn.VMRecord,
+	sessions map[string]*forewarn.Session, fence string) error {
 	changed = e.settle(now, changed)
 	moves := e.transitions(changed)
 	touched := e.touchedBy(changed)
@@ -1055,7 +1074,7 @@ func (e *Engine) commitAs(ctx context.Context, now time.Time, changed []*forewar
 			incs[name] = e.incOf(name) + 1
 		}
 	}
-	covered, err := e.write(ctx, &forewarn.Change{Events: changed, Incarnations: incs, VMs: vms, Fence: fence})
+	covered, err := e.write(ctx, &forewarn.Change{Events: changed, Incarnations: incs, VMs: vms, Sessions: sessions, Fence: fence})
 	if err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
@@ -1065,6 +1084,7 @@ func (e *Engine) commitAs(ctx context.Context, now time.Time, changed []*forewar
 	if covered {
 		return nil // the follow loop installed it, and armed the timers
 	}
+	e.installSessions(sessions)
 	for _, c := range changed {
 		e.install(c)
 	}

@@ -241,6 +241,7 @@ func (e *Engine) apply(u *forewarn.Update) bool {
 	for name, r := range c.ScaleSets {
 		e.setOverrides[name] = *r
 	}
+	e.installSessions(c.Sessions)
 	e.noteRecords(c.VMs)
 	e.setRev(u.Revision)
 	e.publish(touched)
@@ -322,6 +323,8 @@ func (e *Engine) reset(st *forewarn.State) {
 	for name, r := range st.ScaleSets {
 		e.setOverrides[name] = *r
 	}
+	e.sessions = make(map[string]*forewarn.Session, len(st.Sessions))
+	e.installSessions(st.Sessions)
 	// The inventory first: the events are indexed by its scope groups.
 	inv := e.cur()
 	next := buildInventory(st.InventoryRevision, st.Inventory, st.InventorySets)
