@@ -51,7 +51,11 @@ type VM struct {
 	// Network names the network the VM's address is on; "" is the
 	// network of requests that reach the server directly. A VM is known
 	// by its network and address: VMs of two networks may share one.
-	Network  string   `json:"network,omitempty"`
+	Network string `json:"network,omitempty"`
+	// Host names the hypervisor the VM runs on; "" for none. VMs of one
+	// host go down together in its maintenance. Unlike Network, it is
+	// not part of the VM's identity.
+	Host     string   `json:"host,omitempty"`
 	Provider Provider `json:"provider"`
 	// AvailabilitySet, CloudService and a scale set's PlacementGroup
 	// group VMs that see each other's events.

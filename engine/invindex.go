@@ -44,6 +44,10 @@ type inventory struct {
 	anyVM  map[forewarn.NetProvider]*forewarn.VM
 	// instances finds an EC2 VM by its instance ID.
 	instances *cow.Map[string, *forewarn.VM]
+	// hosts holds the names of each host's VMs, sorted. A host's slice
+	// is replaced, never changed, when its VMs change; a host of no VM
+	// has no entry.
+	hosts *cow.Map[string, []string]
 	// gceVMs and noAddr count the Compute Engine VMs and the VMs of no
 	// address.
 	gceVMs, noAddr int
@@ -86,6 +90,7 @@ func emptyInventory() *inventory {
 		byAddr:    cow.New[forewarn.NetAddr, *forewarn.VM](addrHash),
 		anyVM:     map[forewarn.NetProvider]*forewarn.VM{},
 		instances: cow.New[string, *forewarn.VM](cow.String),
+		hosts:     cow.New[string, []string](cow.String),
 		fleet:     &lazyFleet{},
 	}
 	return inv
@@ -246,13 +251,14 @@ func serviceKeys(vm *forewarn.VM, k []gkey) []gkey {
 
 // with returns the inventory inv changes into with the definitions defs
 // and scale sets sets (a nil value removes), at revision rev. It costs
-// the VMs changed and the members of the groups they leave or join, and
-// the whole fleet when a VM of no address changes (anyVM is found again).
+// the VMs changed and the members of the groups and hosts they leave or
+// join, and the whole fleet when a VM of no address changes (anyVM is
+// found again).
 func (inv *inventory) with(rev int64, defs map[string]*forewarn.Definition, sets map[string]*forewarn.ScaleSet) *inventory {
 	next := &inventory{
 		rev: rev, defs: inv.defs.Clone(), sets: maps.Clone(inv.sets), nextSeq: inv.nextSeq,
 		groups: inv.groups.Clone(), byAddr: inv.byAddr.Clone(), anyVM: inv.anyVM,
-		instances: inv.instances.Clone(), gceVMs: inv.gceVMs, noAddr: inv.noAddr,
+		instances: inv.instances.Clone(), hosts: inv.hosts.Clone(), gceVMs: inv.gceVMs, noAddr: inv.noAddr,
 		fleet: &lazyFleet{},
 	}
 	count := func(vm *forewarn.VM, n int) {
@@ -418,6 +424,7 @@ func (inv *inventory) with(rev int64, defs map[string]*forewarn.Definition, sets
 		}
 	}
 	next.instances.Apply(ies)
+	next.hosts.Apply(inv.hostEntries(names, defs))
 	if anyChanged {
 		next.anyVM = map[forewarn.NetProvider]*forewarn.VM{}
 		for _, vm := range flatten(next.list, next.listLen) {
@@ -428,6 +435,64 @@ func (inv *inventory) with(rev int64, defs map[string]*forewarn.Definition, sets
 		}
 	}
 	return next
+}
+
+// hostEntries returns the entries of the hosts index that the change
+// defs makes (a nil value removes; names are its keys, sorted): each
+// host that a VM leaves or joins gets its VMs' names again, and a host
+// left with none goes. A VM that stays on its host touches nothing. It
+// costs the VMs changed and the VMs of the hosts they leave or join.
+func (inv *inventory) hostEntries(names []string, defs map[string]*forewarn.Definition) []cow.Entry[string, []string] {
+	leaving := map[string]map[string]bool{} // by host, the names that leave it
+	joining := map[string][]string{}        // by host, the names that join it, sorted
+	for _, name := range names {
+		from, to := "", ""
+		if old := inv.def(name); old != nil {
+			from = old.VM.Host
+		}
+		if d := defs[name]; d != nil {
+			to = d.VM.Host
+		}
+		if from == to {
+			continue
+		}
+		if from != "" {
+			if leaving[from] == nil {
+				leaving[from] = map[string]bool{}
+			}
+			leaving[from][name] = true
+		}
+		if to != "" {
+			joining[to] = append(joining[to], name)
+		}
+	}
+	if len(leaving) == 0 && len(joining) == 0 {
+		return nil
+	}
+	touched := slices.Collect(maps.Keys(leaving))
+	for host := range joining {
+		if leaving[host] == nil {
+			touched = append(touched, host)
+		}
+	}
+	hes := make([]cow.Entry[string, []string], 0, len(touched))
+	for _, host := range touched {
+		old, _ := inv.hosts.Load(host)
+		vms := make([]string, 0, len(old)+len(joining[host]))
+		for _, name := range old {
+			if !leaving[host][name] {
+				vms = append(vms, name)
+			}
+		}
+		vms = append(vms, joining[host]...)
+		slices.Sort(vms)
+		if len(vms) == 0 {
+			hes = append(hes, cow.Entry[string, []string]{Key: host, Delete: true})
+		} else {
+			hes = append(hes, cow.Entry[string, []string]{Key: host, Value: vms})
+		}
+	}
+	return hes
 }
 
 // inForce drops what inv holds of the change that derived it (affected,

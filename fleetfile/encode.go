@@ -22,7 +22,7 @@ import (
 // it with the fleet file's message.
 func entryOf(vm *forewarn.VM, full bool) vmEntry {
 	e := vmEntry{
-		Name: vm.Name, Network: vm.Network, Provider: string(vm.Provider),
+		Name: vm.Name, Network: vm.Network, Host: vm.Host, Provider: string(vm.Provider),
 		AvailabilitySet: vm.AvailabilitySet, CloudService: vm.CloudService, ScaleSet: vm.ScaleSet,
 		InstanceID: vm.InstanceID, PlacementGroup: vm.PlacementGroup,
 		OnHostMaintenance: vm.OnHostMaintenance, GPU: vm.GPU, Preemptible: vm.Preemptible, SoleTenant: vm.SoleTenant,

@@ -55,6 +55,7 @@ type vmEntry struct {
 	Name     string `yaml:"name" json:"name,omitempty"`
 	IP       string `yaml:"ip" json:"ip,omitempty"`
 	Network  string `yaml:"network" json:"network,omitempty"`
+	Host     string `yaml:"host" json:"host,omitempty"`
 	Provider string `yaml:"provider" json:"provider,omitempty"`
 	// Azure topology.
 	AvailabilitySet string `yaml:"availabilitySet" json:"availabilitySet,omitempty"`
@@ -306,14 +307,25 @@ func addrUsed(p fmt.Stringer, vm *forewarn.VM, other string) error {
 	return forewarn.Errorf(forewarn.EINVALID, "%s: ip %s%s is already used by %s", p, ipText(vm.IP), forewarn.OnNetwork(vm.Network), other)
 }
 
-// networkName is the form of a network's name: 1 to 63 letters, digits,
-// '.', '_' and '-', starting with a letter or digit.
-var networkName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
+// plainName is the form of a network's and a host's name: 1 to 63
+// letters, digits, '.', '_' and '-', starting with a letter or digit.
+var plainName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
 
 // ValidNetwork reports whether name is a network's name, as a VM's
 // network, a relay's listener and the relays file give it: 1 to 63
 // letters, digits, '.', '_' and '-', starting with a letter or digit.
-func ValidNetwork(name string) bool { return networkName.MatchString(name) }
+func ValidNetwork(name string) bool { return plainName.MatchString(name) }
+
+// checkName refuses value, the VM entry's key key (network or host),
+// unless it is empty or of plainName's form; where names the entry:
+// vms[0] (a): host "a b" is not a host name: ...
+func checkName(where place, key, value string) error {
+	if value == "" || plainName.MatchString(value) {
+		return nil
+	}
+	return forewarn.Errorf(forewarn.EINVALID, "%s: %s %s is not a %s name: 1 to 63 letters, digits, '.', '_' or '-', starting with a letter or digit",
+		where, key, strconv.QuoteToASCII(value), key)
+}
 
 // ipText is ip as a fleet file writes it: "any" for the zero IP.
 func ipText(ip netip.Addr) string {
@@ -393,10 +405,13 @@ func vmInto(vm *forewarn.VM, p place, e *vmEntry, r *registry) error {
 			return forewarn.Errorf(forewarn.EINVALID, "%s: ip %s is %s; no request comes from it", where, ip, why)
 		}
 	}
-	if e.Network != "" && !networkName.MatchString(e.Network) {
-		return forewarn.Errorf(forewarn.EINVALID, "%s: network %s is not a network name: 1 to 63 letters, digits, '.', '_' or '-', starting with a letter or digit", where, strconv.QuoteToASCII(e.Network))
+	if err := checkName(where, "network", e.Network); err != nil {
+		return err
 	}
-	vm.IP, vm.Network = ip, e.Network
+	if err := checkName(where, "host", e.Host); err != nil {
+		return err
+	}
+	vm.IP, vm.Network, vm.Host = ip, e.Network, e.Host
 	if r != nil {
 		if err := r.addr(where, vm); err != nil {
 			return err

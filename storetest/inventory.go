@@ -369,6 +369,7 @@ func fullVM(name string) *forewarn.VM {
 		Name:                     name,
 		IP:                       netip.MustParseAddr("fe80::1:2:3%eth0"),
 		Network:                  "net-1",
+		Host:                     "host-1",
 		Provider:                 forewarn.Azure,
 		AvailabilitySet:          "as-1",
 		CloudService:             "cs-1",
