@@ -322,6 +322,8 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		e.loops.Add(1)
 		go e.campaignLoop()
 	}
+	e.loops.Add(1)
+	go e.sessionLoop()
 	go e.persistLoop()
 	return e, nil
 }
