@@ -1,17 +1,21 @@
 // Package bolt implements forewarn.Store on a bbolt file, the embedded
 // default store.
 //
-// The file holds seven buckets: "events" maps an event ID to the event's
+// The file holds eight buckets: "events" maps an event ID to the event's
 // JSON, "incarnations" maps a VM name to its DocumentIncarnation, "vms"
 // maps a VM name to the JSON of its forewarn.VMRecord, "scalesets" maps a
 // scale set name to the JSON of its forewarn.ScaleSetRecord, "inventory"
 // maps a VM name to the JSON of its forewarn.Definition, "inventorysets"
 // maps a scale set name to the JSON of its definition (forewarn.ScaleSet),
-// and "meta" holds the store's "revision" and its "inventoryRevision"
+// "sessions" maps a maintenance session's ID to the JSON of its
+// forewarn.Session, written whole (a session of 1,000 hosts is a value
+// of a few hundred kilobytes, which bbolt keeps on overflow pages), and
+// "meta" holds the store's "revision" and its "inventoryRevision"
 // (absent until a commit names the inventory); numbers are 8-byte
 // big-endian. Every Commit is one bbolt transaction, synced to disk
 // before it returns. A file written before "vms", "scalesets",
-// "inventory" or "inventorysets" existed is valid: Open adds them.
+// "inventory", "inventorysets" or "sessions" existed is valid: Open adds
+// them.
 //
 // Only one process may open a file at a time. Open checks the whole file
 // and refuses a damaged one rather than serve partial or empty data.
@@ -70,6 +74,7 @@ var (
 	scaleSetsBucket      = []byte("scalesets")
 	inventoryBucket      = []byte("inventory")
 	inventorySetsBucket  = []byte("inventorysets")
+	sessionsBucket       = []byte("sessions")
 	revisionKey          = []byte("revision")
 	inventoryRevisionKey = []byte("inventoryRevision")
 )
@@ -195,7 +200,8 @@ func verify(path string) (missing [][]byte, err error) {
 
 // allBuckets lists every bucket of a store, those of the first layout
 // first.
-var allBuckets = [][]byte{eventsBucket, incarnationsBucket, metaBucket, vmsBucket, scaleSetsBucket, inventoryBucket, inventorySetsBucket}
+var allBuckets = [][]byte{eventsBucket, incarnationsBucket, metaBucket, vmsBucket, scaleSetsBucket, inventoryBucket, inventorySetsBucket,
+	sessionsBucket}
 
 // classify maps an error from bbolt.Open to ErrLocked or ErrCorrupt when
 // it is one, and returns other errors (a missing directory, permissions)
@@ -216,8 +222,8 @@ func classify(err error) error {
 
 // check reads every record of a file of size bytes, runs bbolt's own
 // consistency check, and returns the buckets the file lacks: all of them
-// when it holds no buckets at all (a new file), "vms", "scalesets" or the
-// inventory's when it was written before they existed.
+// when it holds no buckets at all (a new file), "vms", "scalesets", the
+// inventory's or "sessions" when it was written before they existed.
 func check(tx *bbolt.Tx, size int64) (missing [][]byte, err error) {
 	if tx.Size() > size {
 		return nil, fmt.Errorf("%w: file is %d bytes, its pages need %d", ErrCorrupt, size, tx.Size())
@@ -290,10 +296,11 @@ func check(tx *bbolt.Tx, size int64) (missing [][]byte, err error) {
 	}{
 		{inventoryBucket, func(name string, v []byte) error { _, err := codec.Definition(name, v); return err }},
 		{inventorySetsBucket, func(name string, v []byte) error { _, err := codec.ScaleSet(name, v); return err }},
+		{sessionsBucket, func(id string, v []byte) error { _, err := codec.Session(id, v); return err }},
 	} {
 		bucket := tx.Bucket(b.name)
 		if bucket == nil {
-			missing = append(missing, b.name) // written before the inventory
+			missing = append(missing, b.name) // written before the inventory or sessions
 			continue
 		}
 		if err := bucket.ForEach(func(k, v []byte) error {
@@ -339,6 +346,9 @@ func (s *Store) Load(ctx context.Context) (*forewarn.State, error) {
 		st.Revision = getInt(meta.Get(revisionKey))
 		st.InventoryRevision = getInt(meta.Get(inventoryRevisionKey))
 		if err := loadInventory(tx, st); err != nil {
+			return err
+		}
+		if err := loadSessions(tx, st); err != nil {
 			return err
 		}
 		events := tx.Bucket(eventsBucket)
@@ -389,8 +399,8 @@ func (s *Store) Load(ctx context.Context) (*forewarn.State, error) {
 // revision. It returns ECONFLICT when c.Revision is not the current
 // revision, EINVALID when c would lower an incarnation or fails
 // Change.Validate (an event without an ID, a nil or unnamed VM record, a
-// definition under another name), and EUNAVAILABLE after Close; in each
-// case nothing is written.
+// definition or a session under another name), and EUNAVAILABLE after
+// Close; in each case nothing is written.
 func (s *Store) Commit(ctx context.Context, c *forewarn.Change) (int64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
@@ -462,6 +472,16 @@ func (s *Store) Commit(ctx context.Context, c *forewarn.Change) (int64, error) {
 			u.InventorySets[name] = d
 		}
 	}
+	// Sessions are kept and sent as Load returns them; the followers get
+	// copies the committer cannot modify.
+	sesIDs := slices.Sorted(maps.Keys(c.Sessions))
+	if len(sesIDs) > 0 {
+		u.Sessions = normalizedSessions(c.Sessions)
+	}
+	sessions, err := codec.Encode(sesIDs, u.Sessions)
+	if err != nil {
+		return 0, forewarn.Errorf(forewarn.EINVALID, "session %v", err)
+	}
 	incNames := slices.Sorted(maps.Keys(c.Incarnations))
 	// Events by ID, stably: of two with one ID the last is put last, and
 	// stays.
@@ -529,6 +549,9 @@ func (s *Store) Commit(ctx context.Context, c *forewarn.Change) (int64, error) {
 		if err := putBatch(tx.Bucket(inventorySetsBucket), setNames, invSets); err != nil {
 			return fmt.Errorf("scale set definition %w", err)
 		}
+		if err := putBatch(tx.Bucket(sessionsBucket), sesIDs, sessions); err != nil {
+			return fmt.Errorf("session %w", err)
+		}
 		rev = cur + 1
 		if len(defNames)+len(setNames) > 0 {
 			if err := meta.Put(inventoryRevisionKey, putInt(rev)); err != nil {
@@ -540,7 +563,7 @@ func (s *Store) Commit(ctx context.Context, c *forewarn.Change) (int64, error) {
 	if err != nil {
 		return 0, s.wrap("commit", err)
 	}
-	if len(defNames)+len(c.Events)+len(c.Deletes)+len(incNames)+len(vmRecords) >= releaseAfter {
+	if len(defNames)+len(c.Events)+len(c.Deletes)+len(incNames)+len(vmRecords)+len(sesIDs) >= releaseAfter {
 		releaseMapping(s.db)
 	}
 
@@ -594,6 +617,32 @@ func loadInventory(tx *bbolt.Tx, st *forewarn.State) error {
 		st.InventorySets[string(k)] = ss
 		return nil
 	})
+}
+
+// loadSessions reads the sessions into st.
+func loadSessions(tx *bbolt.Tx, st *forewarn.State) error {
+	st.Sessions = make(map[string]*forewarn.Session)
+	return tx.Bucket(sessionsBucket).ForEach(func(k, v []byte) error {
+		ses, err := codec.Session(string(k), v)
+		if err != nil {
+			return fmt.Errorf("%s %q: %w", sessionsBucket, k, err)
+		}
+		st.Sessions[string(k)] = ses
+		return nil
+	})
+}
+
+// normalizedSessions returns m with each session normalized, a copy of
+// its own, and each nil (a removal) kept.
+func normalizedSessions(m map[string]*forewarn.Session) map[string]*forewarn.Session {
+	out := make(map[string]*forewarn.Session, len(m))
+	for id, ses := range m {
+		if ses != nil {
+			ses = ses.Normalized()
+		}
+		out[id] = ses
+	}
+	return out
 }
 
 // Follow returns a channel of every commit after revision since, kept in

@@ -144,6 +144,14 @@ func TestOpenCorrupt(t *testing.T) {
 			fill(t, path, 3)
 			rawPut(t, path, inventorySetsBucket, []byte("ss-a"), []byte(`{"name":"ss-b"}`))
 		},
+		"session under wrong key": func(t *testing.T, path string) {
+			fill(t, path, 3)
+			rawPut(t, path, sessionsBucket, []byte("ses-a"), []byte(`{"id":"ses-b"}`))
+		},
+		"bad session": func(t *testing.T, path string) {
+			fill(t, path, 3)
+			rawPut(t, path, sessionsBucket, []byte("ses-a"), []byte(`{"id":"ses-a","created":"yesterday"}`))
+		},
 		"bad inventory revision": func(t *testing.T, path string) {
 			fill(t, path, 3)
 			rawPut(t, path, metaBucket, inventoryRevisionKey, []byte{0, 3})
@@ -224,6 +232,9 @@ func TestOpenOldLayout(t *testing.T) {
 		t.Errorf("Load of an old-layout file returned inventory %v, sets %v, revision %d; want empty maps and 0",
 			st.Inventory, st.InventorySets, st.InventoryRevision)
 	}
+	if st.Sessions == nil || len(st.Sessions) != 0 {
+		t.Errorf("Load of an old-layout file returned sessions %v, want an empty map", st.Sessions)
+	}
 	seen := time.Date(2026, 3, 1, 11, 0, 0, 42, time.FixedZone("CET", 3600))
 	if _, err := s.Commit(ctx, &forewarn.Change{
 		Revision: 4,
@@ -234,8 +245,8 @@ func TestOpenOldLayout(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if got := rawBuckets(t, path); strings.Join(got, ",") != "events,incarnations,inventory,inventorysets,meta,scalesets,vms" {
-		t.Errorf("after Open the file has buckets %v, want inventory, inventorysets, scalesets and vms added", got)
+	if got := rawBuckets(t, path); strings.Join(got, ",") != "events,incarnations,inventory,inventorysets,meta,scalesets,sessions,vms" {
+		t.Errorf("after Open the file has buckets %v, want inventory, inventorysets, scalesets, sessions and vms added", got)
 	}
 
 	s = open(t, path)

@@ -11,14 +11,15 @@
 //	def/<name>      a VM's definition in the inventory, a forewarn.Definition, as JSON
 //	defss/<name>    a scale set's definition in the inventory, a forewarn.ScaleSet, as JSON
 //	defrev          the revision of the last commit that named the inventory, decimal
+//	ses/<ID>        a maintenance session, a forewarn.Session, as JSON
 //	leader/<lease>  the leader election (etcd's concurrency.Election)
 //	replicas/<name> a replica's announcement, as JSON, on a lease
 //
 // A Commit is one etcd transaction: it writes the change and rev, on
 // condition that rev still holds the change's revision (and, with a
 // fence, that the fencing leader's election key still exists as it was
-// created). A removal from the inventory deletes its key; a change that
-// names the inventory writes defrev too. Load is one range read of the
+// created). A removal from the inventory, or of a session, deletes its
+// key; a change that names the inventory writes defrev too. Load is one range read of the
 // prefix: a snapshot at one etcd revision. Follow and Watch are etcd
 // watches of the prefix; each etcd revision that writes rev is one
 // commit, and a follower rebuilds its Change from the keys it wrote and
@@ -33,8 +34,11 @@
 // least N+16, one defining them and setting their incarnations 2N+16,
 // and --max-request-bytes of a few hundred bytes per VM and key (for
 // 100,000 VMs, --max-txn-ops=300000 --max-request-bytes=134217728 leave
-// room). A change that etcd refuses for its size fails with EINVALID,
-// naming the flags.
+// room). A session is one key written whole, of about 300 bytes per host:
+// etcd has no limit of its own on a value, so the bound on a session is
+// --max-request-bytes, which the default (1.5 MiB) sets at about 5,000
+// hosts, or a change of four sessions of 1,000 hosts each. A change that
+// etcd refuses for its size fails with EINVALID, naming the flags.
 //
 // Every etcd call is bounded by Options.RequestTimeout; one that runs out
 // (etcd unreachable, or without a quorum) fails with EUNAVAILABLE. A
@@ -160,7 +164,7 @@ type Store struct {
 
 	// Keys and key prefixes, each with Options.Prefix in front.
 	prefix, revKey, evPrefix, incPrefix, vmPrefix, ssPrefix, leaderPrefix, replicasPrefix string
-	defPrefix, defssPrefix, defRevKey                                                     string
+	defPrefix, defssPrefix, defRevKey, sesPrefix                                          string
 
 	ctx    context.Context // canceled by Close
 	cancel context.CancelFunc
@@ -210,6 +214,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		defPrefix:      p + "def/",
 		defssPrefix:    p + "defss/",
 		defRevKey:      p + "defrev",
+		sesPrefix:      p + "ses/",
 		leaderPrefix:   p + "leader/",
 		replicasPrefix: p + "replicas/",
 		sessions:       map[*concurrency.Session]struct{}{},
@@ -268,6 +273,7 @@ func (s *Store) Load(ctx context.Context) (*forewarn.State, error) {
 
 		Inventory:     map[string]*forewarn.Definition{},
 		InventorySets: map[string]*forewarn.ScaleSet{},
+		Sessions:      map[string]*forewarn.Session{},
 	}
 	for _, kv := range resp.Kvs {
 		key := string(kv.Key)
@@ -292,6 +298,12 @@ func (s *Store) Load(ctx context.Context) (*forewarn.State, error) {
 				return nil, fmt.Errorf("load etcd store %s: %s: %w", s.prefix, key, err)
 			}
 			st.InventorySets[key[len(s.defssPrefix):]] = ss
+		case strings.HasPrefix(key, s.sesPrefix):
+			ses, err := codec.Session(key[len(s.sesPrefix):], kv.Value)
+			if err != nil {
+				return nil, fmt.Errorf("load etcd store %s: %s: %w", s.prefix, key, err)
+			}
+			st.Sessions[key[len(s.sesPrefix):]] = ses
 		case strings.HasPrefix(key, s.evPrefix):
 			e, err := decodeEvent(kv.Value)
 			if err == nil && e.ID != key[len(s.evPrefix):] {
@@ -433,7 +445,7 @@ func (s *Store) writeOps(c *forewarn.Change) ([]clientv3.Op, error) {
 		}
 	}
 	ops := make([]clientv3.Op, 0, len(events)+len(deletes)+len(c.Incarnations)+len(c.VMs)+len(c.ScaleSets)+
-		len(c.Inventory)+len(c.InventorySets)+2)
+		len(c.Inventory)+len(c.InventorySets)+len(c.Sessions)+2)
 	for _, id := range slices.Sorted(maps.Keys(events)) {
 		b, err := json.Marshal(events[id].Normalized())
 		if err != nil {
@@ -466,12 +478,22 @@ func (s *Store) writeOps(c *forewarn.Change) ([]clientv3.Op, error) {
 			ops = append(ops, clientv3.OpDelete(s.vmPrefix+name)) // a VM's record leaves the store with it
 		}
 	}
-	ops, err := inventoryOps(ops, s.defPrefix, c.Inventory)
+	ops, err := namedOps(ops, s.defPrefix, c.Inventory)
 	if err != nil {
 		return nil, forewarn.Errorf(forewarn.EINVALID, "definition of %v", err)
 	}
-	if ops, err = inventoryOps(ops, s.defssPrefix, c.InventorySets); err != nil {
+	if ops, err = namedOps(ops, s.defssPrefix, c.InventorySets); err != nil {
 		return nil, forewarn.Errorf(forewarn.EINVALID, "scale set definition %v", err)
+	}
+	sessions := make(map[string]*forewarn.Session, len(c.Sessions))
+	for id, ses := range c.Sessions {
+		if ses != nil {
+			ses = ses.Normalized() // kept in UTC, as the other stores keep it
+		}
+		sessions[id] = ses
+	}
+	if ops, err = namedOps(ops, s.sesPrefix, sessions); err != nil {
+		return nil, forewarn.Errorf(forewarn.EINVALID, "session %v", err)
 	}
 	if len(c.Inventory)+len(c.InventorySets) > 0 {
 		ops = append(ops, clientv3.OpPut(s.defRevKey, strconv.FormatInt(c.Revision+1, 10)))
@@ -479,10 +501,10 @@ func (s *Store) writeOps(c *forewarn.Change) ([]clientv3.Op, error) {
 	return ops, nil
 }
 
-// inventoryOps appends to ops a put of the JSON of each value of m under
+// namedOps appends to ops a put of the JSON of each value of m under
 // prefix and its name, and a delete of each nil one's key, sorted by
-// name.
-func inventoryOps[T any](ops []clientv3.Op, prefix string, m map[string]*T) ([]clientv3.Op, error) {
+// name: the inventory's definitions, and sessions.
+func namedOps[T any](ops []clientv3.Op, prefix string, m map[string]*T) ([]clientv3.Op, error) {
 	names := slices.Sorted(maps.Keys(m))
 	b, err := codec.Encode(names, m)
 	if err != nil {

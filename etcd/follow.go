@@ -291,9 +291,11 @@ func (f *follower) add(ev *clientv3.Event) error {
 		}
 		c.Events = append(c.Events, e)
 	case strings.HasPrefix(key, s.defPrefix):
-		return addInventory(&c.Inventory, key[len(s.defPrefix):], ev, codec.Definition)
+		return addNamed(&c.Inventory, key[len(s.defPrefix):], ev, codec.Definition)
 	case strings.HasPrefix(key, s.defssPrefix):
-		return addInventory(&c.InventorySets, key[len(s.defssPrefix):], ev, codec.ScaleSet)
+		return addNamed(&c.InventorySets, key[len(s.defssPrefix):], ev, codec.ScaleSet)
+	case strings.HasPrefix(key, s.sesPrefix):
+		return addNamed(&c.Sessions, key[len(s.sesPrefix):], ev, codec.Session)
 	case !put:
 		// Nothing else is deleted by a commit.
 	case strings.HasPrefix(key, s.incPrefix):
@@ -327,9 +329,9 @@ func (f *follower) add(ev *clientv3.Event) error {
 	return nil
 }
 
-// addInventory sets (*m)[name], making *m when nil, to the value the
-// write ev put, decoded, or to nil when ev deleted it: a removal.
-func addInventory[T any](m *map[string]*T, name string, ev *clientv3.Event, decode func(string, []byte) (*T, error)) error {
+// addNamed sets (*m)[name], making *m when nil, to the value the write
+// ev put, decoded, or to nil when ev deleted it: a removal.
+func addNamed[T any](m *map[string]*T, name string, ev *clientv3.Event, decode func(string, []byte) (*T, error)) error {
 	var v *T
 	if ev.Type == mvccpb.PUT {
 		var err error

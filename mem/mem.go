@@ -1,8 +1,8 @@
 // Package mem implements forewarn.Store in memory, for tests.
 //
 // A Store behaves like the durable backends, down to the values it
-// returns: events, VM records and inventory definitions are deep-copied
-// on the way in and out, and times are kept in UTC without monotonic
+// returns: events, VM records, inventory definitions and sessions are
+// deep-copied on the way in and out, and times are kept in UTC without monotonic
 // clock readings, exactly as they come back from a file. Nothing
 // survives Close.
 package mem
@@ -34,7 +34,10 @@ type Store struct {
 	inv     map[string]*forewarn.Definition
 	invSets map[string]forewarn.ScaleSet
 	invRev  int64
-	log     watch.Log // the followers
+	// sessions holds each session normalized, shared with the followers'
+	// updates: neither modifies it.
+	sessions map[string]*forewarn.Session
+	log      watch.Log // the followers
 }
 
 // New returns an empty Store at revision 0.
@@ -46,6 +49,8 @@ func New() *Store {
 		sets:    make(map[string]forewarn.ScaleSetRecord),
 		inv:     make(map[string]*forewarn.Definition),
 		invSets: make(map[string]forewarn.ScaleSet),
+
+		sessions: make(map[string]*forewarn.Session),
 	}
 }
 
@@ -70,6 +75,7 @@ func (s *Store) Load(ctx context.Context) (*forewarn.State, error) {
 		Inventory:         make(map[string]*forewarn.Definition, len(s.inv)),
 		InventorySets:     make(map[string]*forewarn.ScaleSet, len(s.invSets)),
 		InventoryRevision: s.invRev,
+		Sessions:          make(map[string]*forewarn.Session, len(s.sessions)),
 	}
 	for name, r := range s.sets {
 		st.ScaleSets[name] = &r
@@ -79,6 +85,9 @@ func (s *Store) Load(ctx context.Context) (*forewarn.State, error) {
 	}
 	for name, d := range s.invSets {
 		st.InventorySets[name] = &d
+	}
+	for id, ses := range s.sessions {
+		st.Sessions[id] = ses.Clone()
 	}
 	for _, e := range s.events {
 		st.Events = append(st.Events, e.Clone())
@@ -95,8 +104,9 @@ func (s *Store) Load(ctx context.Context) (*forewarn.State, error) {
 // Commit applies c atomically and returns the new revision. It returns
 // ECONFLICT when c.Revision is not the current revision, EINVALID when c
 // would lower an incarnation or fails Change.Validate (an event without
-// an ID, a nil or unnamed VM record, a definition under another name),
-// and EUNAVAILABLE after Close; in each case nothing is written.
+// an ID, a nil or unnamed VM record, a definition or a session under
+// another name), and EUNAVAILABLE after Close; in each case nothing is
+// written.
 func (s *Store) Commit(ctx context.Context, c *forewarn.Change) (int64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
@@ -130,6 +140,9 @@ func (s *Store) Commit(ctx context.Context, c *forewarn.Change) (int64, error) {
 	}
 	if len(c.InventorySets) > 0 {
 		u.InventorySets = make(map[string]*forewarn.ScaleSet, len(c.InventorySets))
+	}
+	if len(c.Sessions) > 0 {
+		u.Sessions = make(map[string]*forewarn.Session, len(c.Sessions))
 	}
 	for i, e := range c.Events {
 		n := e.Normalized()
@@ -173,6 +186,16 @@ func (s *Store) Commit(ctx context.Context, c *forewarn.Change) (int64, error) {
 		s.invSets[name] = *d
 		u.InventorySets[name] = new(*d)
 	}
+	for id, ses := range c.Sessions {
+		if ses == nil {
+			delete(s.sessions, id)
+			u.Sessions[id] = nil
+			continue
+		}
+		n := ses.Normalized()
+		s.sessions[id] = n
+		u.Sessions[id] = n
+	}
 	s.rev++
 	if len(c.Inventory)+len(c.InventorySets) > 0 {
 		s.invRev = s.rev
@@ -196,7 +219,7 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
-	s.events, s.inc, s.vms, s.sets, s.inv, s.invSets = nil, nil, nil, nil, nil, nil
+	s.events, s.inc, s.vms, s.sets, s.inv, s.invSets, s.sessions = nil, nil, nil, nil, nil, nil, nil
 	s.log.Close()
 	return nil
 }

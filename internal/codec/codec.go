@@ -1,8 +1,9 @@
 // Package codec is the JSON the bolt and etcd stores keep an inventory
-// in: definitions (forewarn.Definition) and scale set definitions
-// (forewarn.ScaleSet), each under its name. A fleet's worth is encoded
-// at once into one buffer, and a decoded value is checked against the
-// name it was stored under.
+// and maintenance sessions in: definitions (forewarn.Definition), scale
+// set definitions (forewarn.ScaleSet) and sessions (forewarn.Session),
+// each under its name or ID. A fleet's worth is encoded at once into one
+// buffer, and a decoded value is checked against the key it was stored
+// under.
 package codec
 
 import (
@@ -84,4 +85,17 @@ func ScaleSet(name string, b []byte) (*forewarn.ScaleSet, error) {
 		return nil, fmt.Errorf("scale set definition %q is stored under %q", ss.Name, name)
 	}
 	return ss, nil
+}
+
+// Session decodes the session stored under the ID id, normalized as a
+// store returns it (forewarn.Session.Normalized).
+func Session(id string, b []byte) (*forewarn.Session, error) {
+	ses := new(forewarn.Session)
+	if err := json.Unmarshal(b, ses); err != nil {
+		return nil, err
+	}
+	if ses.ID != id {
+		return nil, fmt.Errorf("session %q is stored under %q", ses.ID, id)
+	}
+	return ses.Normalized(), nil
 }

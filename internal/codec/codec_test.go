@@ -2,6 +2,7 @@ package codec
 
 import (
 	"net/netip"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -66,5 +67,25 @@ func TestDecodeRefuses(t *testing.T) {
 	ss, err := ScaleSet("ss-a", []byte(`{"name":"ss-a","terminateNotBeforeTimeout":600000000000,"disableTerminateNotifications":true}`))
 	if err != nil || *ss != (forewarn.ScaleSet{Name: "ss-a", TerminateTimeout: 10 * time.Minute, DisableTerminateNotifications: true}) {
 		t.Errorf("ScaleSet = %+v, %v", ss, err)
+	}
+}
+
+func TestSession(t *testing.T) {
+	if _, err := Session("ses-a", []byte(`{"id":"ses-b"}`)); err == nil || err.Error() != `session "ses-b" is stored under "ses-a"` {
+		t.Errorf("Session under another ID: %v", err)
+	}
+	if _, err := Session("ses-a", []byte(`{"id":"ses-a","created":"yesterday"}`)); err == nil {
+		t.Error("Session with a bad time: no error")
+	}
+	ses, err := Session("ses-a", []byte(`{"id":"ses-a","state":"Running","created":"2026-03-01T10:00:00.5+01:00",`+
+		`"hosts":[{"name":"host-1","state":"Ready","readyAt":"2026-03-01T11:00:00+01:00"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Times come back in UTC; hosts is a non-nil slice, as Normalized makes it.
+	want := &forewarn.Session{ID: "ses-a", State: forewarn.SessionRunning, Created: time.Date(2026, 3, 1, 9, 0, 0, 5e8, time.UTC),
+		Hosts: []forewarn.SessionHost{{Name: "host-1", State: forewarn.HostReady, ReadyAt: time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)}}}
+	if !reflect.DeepEqual(ses, want) {
+		t.Errorf("Session = %+v, want %+v", ses, want)
 	}
 }
