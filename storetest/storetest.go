@@ -57,6 +57,7 @@ func Run(t *testing.T, open func(t *testing.T) forewarn.Store) {
 	})
 	t.Run("ScaleSets", func(t *testing.T) { testScaleSets(t, newStore(t)) })
 	t.Run("Inventory", func(t *testing.T) { runInventory(t, newStore) })
+	t.Run("Sessions", func(t *testing.T) { runSessions(t, newStore) })
 	t.Run("Follow", func(t *testing.T) {
 		t.Run("Receives", func(t *testing.T) { testFollowReceives(t, newStore(t)) })
 		t.Run("Replays", func(t *testing.T) { testFollowReplays(t, newStore(t)) })
@@ -139,6 +140,7 @@ func RunDurable(t *testing.T, open func(t *testing.T, dir string) forewarn.Store
 	})
 
 	t.Run("ReopenInventory", func(t *testing.T) { testInventoryReopen(t, reopen) })
+	t.Run("ReopenSessions", func(t *testing.T) { testSessionsReopen(t, reopen) })
 
 	t.Run("ReopenEmpty", func(t *testing.T) {
 		dir := t.TempDir()
@@ -1017,8 +1019,9 @@ func waitUpdatesClosed(t *testing.T, f <-chan *forewarn.Update) {
 // wantUpdate checks that u is the commit of c that produced revision
 // rev, holding exactly what c wrote, with values as Load returns them.
 // (The suite's changes delete only events the store holds, remove only
-// definitions it holds, and never write and delete one event at once:
-// etcd's followers learn of a deletion from the key it deleted.)
+// definitions and sessions it holds, and never write and delete one
+// event at once: etcd's followers learn of a deletion from the key it
+// deleted.)
 func wantUpdate(t *testing.T, u *forewarn.Update, rev int64, c *forewarn.Change) {
 	t.Helper()
 	if u.Reload || u.Change == nil {
@@ -1073,5 +1076,8 @@ func wantUpdate(t *testing.T, u *forewarn.Update, rev int64, c *forewarn.Change)
 	}
 	if d := inventoryDiff(c.Inventory, got.Inventory, c.InventorySets, got.InventorySets); d != "" {
 		t.Errorf("revision %d: inventory differs:\n%s", rev, d)
+	}
+	if d := sessionsDiff(c.Sessions, got.Sessions); d != "" {
+		t.Errorf("revision %d: sessions differ:\n%s", rev, d)
 	}
 }
