@@ -3,9 +3,7 @@ package storetest
 import (
 	"encoding/json"
 	"fmt"
-	"maps"
 	"reflect"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -34,15 +32,7 @@ func runSessions(t *testing.T, newStore func(t *testing.T) forewarn.Store) {
 // "host-2"): the round trip must cover every one.
 func testSessionFields(t *testing.T) {
 	ses := fullSession("ses-a")
-	for _, v := range []any{*ses, ses.Spec, ses.Hosts[1]} {
-		rv := reflect.ValueOf(v)
-		for i := range rv.NumField() {
-			if rv.Field(i).IsZero() {
-				t.Errorf("%s.%s is zero in the suite's full session: set it, so that stores are checked to keep it",
-					rv.Type(), rv.Type().Field(i).Name)
-			}
-		}
-	}
+	wantFull(t, *ses, ses.Spec, ses.Hosts[1])
 }
 
 // testSessionsRoundTrip checks that an empty store holds no sessions, in
@@ -203,7 +193,6 @@ func mutateSession(ses *forewarn.Session) {
 // each commit's sessions and removals exactly, in order, and none from
 // a commit that names no session.
 func testSessionsFollow(t *testing.T, s forewarn.Store) {
-	live := s.Follow(t.Context(), 0)
 	a2 := fullSession("ses-a")
 	a2.State, a2.Reason, a2.Hosts[2].State = forewarn.SessionRunning, "", forewarn.HostNotifying
 	a2.Hosts[2].Started = time.Now()
@@ -216,17 +205,7 @@ func testSessionsFollow(t *testing.T, s forewarn.Store) {
 	}
 	c3 := &forewarn.Change{Revision: 2, Incarnations: map[string]int64{"vm-a": 2}}
 	c4 := &forewarn.Change{Revision: 3, Sessions: map[string]*forewarn.Session{"ses-a": nil, "ses-c": {ID: "ses-c"}}}
-	changes := []*forewarn.Change{c1, c2, c3, c4}
-	for i, c := range changes {
-		wantRevision(t, commit(t, s, c), int64(i+1))
-	}
-	replay := s.Follow(t.Context(), 1)
-	for i, c := range changes {
-		wantUpdate(t, recvUpdate(t, live), int64(i+1), c)
-	}
-	for i, c := range changes[1:] {
-		wantUpdate(t, recvUpdate(t, replay), int64(i+2), c)
-	}
+	commitFollowed(t, s, c1, c2, c3, c4)
 	wantSessions(t, load(t, s), map[string]*forewarn.Session{"ses-c": {ID: "ses-c"}})
 }
 
@@ -363,25 +342,10 @@ func wantSessions(t *testing.T, st *forewarn.State, want map[string]*forewarn.Se
 // got as it must equal want's Normalized. It returns "" when they match.
 func sessionsDiff(want, got map[string]*forewarn.Session) string {
 	var b strings.Builder
-	for _, id := range slices.Sorted(maps.Keys(want)) {
-		w := want[id]
-		g, ok := got[id]
-		switch {
-		case !ok:
-			fmt.Fprintf(&b, "\tsession %q: missing\n", id)
-		case g == nil || w == nil:
-			if g != w {
-				fmt.Fprintf(&b, "\tsession %q: got %v, want %v (nil is a removal)\n", id, g, w)
-			}
-		default:
-			b.WriteString(sessionDiff(id, w.Normalized(), g))
-		}
-	}
-	for _, id := range slices.Sorted(maps.Keys(got)) {
-		if _, ok := want[id]; !ok {
-			fmt.Fprintf(&b, "\tsession %q: got one, want none\n", id)
-		}
-	}
+	show := func(ses *forewarn.Session) string { return fmt.Sprintf("a session of %d hosts", len(ses.Hosts)) }
+	mapDiff(&b, "session", want, got, show, func(id string, w, g *forewarn.Session) string {
+		return sessionDiff(id, w.Normalized(), g)
+	})
 	return b.String()
 }
 

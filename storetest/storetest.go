@@ -981,6 +981,74 @@ func eventDiff(want, got *forewarn.Event) string {
 	return b.String()
 }
 
+// wantFull fails t for each field of values (structs) that is zero: the
+// suite's full values set every field, so that stores are checked to
+// keep each one.
+func wantFull(t *testing.T, values ...any) {
+	t.Helper()
+	for _, v := range values {
+		rv := reflect.ValueOf(v)
+		for i := range rv.NumField() {
+			if rv.Field(i).IsZero() {
+				t.Errorf("%s.%s is zero in the suite's full value: set it, so that stores are checked to keep it",
+					rv.Type(), rv.Type().Field(i).Name)
+			}
+		}
+	}
+}
+
+// mapDiff writes to b how got differs from want, maps of values by name
+// in which nil is a removal: a name missing from got, one got holds and
+// want does not, a nil against a value, and what differ says of two
+// values (lines, or ""). show describes a value; what names its kind.
+func mapDiff[T any](b *strings.Builder, what string, want, got map[string]*T, show func(*T) string, differ func(name string, w, g *T) string) {
+	showNil := func(v *T) string {
+		if v == nil {
+			return "nil (removed)"
+		}
+		return show(v)
+	}
+	for _, name := range slices.Sorted(maps.Keys(want)) {
+		w := want[name]
+		g, ok := got[name]
+		switch {
+		case !ok:
+			fmt.Fprintf(b, "\t%s %q: missing, want %s\n", what, name, showNil(w))
+		case g == nil || w == nil:
+			if g != w {
+				fmt.Fprintf(b, "\t%s %q: got %s, want %s\n", what, name, showNil(g), showNil(w))
+			}
+		default:
+			b.WriteString(differ(name, w, g))
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(got)) {
+		if _, ok := want[name]; !ok {
+			fmt.Fprintf(b, "\t%s %q: got %s, want none\n", what, name, showNil(got[name]))
+		}
+	}
+}
+
+// commitFollowed commits changes to the empty store s, the first at
+// revision 0 and each after against the one before, and checks that a
+// follower from 0, following before the first commit, and one from 1,
+// following after the last, each receive every commit after theirs
+// exactly.
+func commitFollowed(t *testing.T, s forewarn.Store, changes ...*forewarn.Change) {
+	t.Helper()
+	live := s.Follow(t.Context(), 0)
+	for i, c := range changes {
+		wantRevision(t, commit(t, s, c), int64(i+1))
+	}
+	replay := s.Follow(t.Context(), 1)
+	for i, c := range changes {
+		wantUpdate(t, recvUpdate(t, live), int64(i+1), c)
+	}
+	for i, c := range changes[1:] {
+		wantUpdate(t, recvUpdate(t, replay), int64(i+2), c)
+	}
+}
+
 // recvUpdate returns the next update from f, failing when f is closed or
 // stays empty.
 func recvUpdate(t *testing.T, f <-chan *forewarn.Update) *forewarn.Update {
