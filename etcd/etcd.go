@@ -19,12 +19,13 @@
 // condition that rev still holds the change's revision (and, with a
 // fence, that the fencing leader's election key still exists as it was
 // created). A removal from the inventory, or of a session, deletes its
-// key; a change that names the inventory writes defrev too. Load is one range read of the
-// prefix: a snapshot at one etcd revision. Follow and Watch are etcd
-// watches of the prefix; each etcd revision that writes rev is one
-// commit, and a follower rebuilds its Change from the keys it wrote and
-// deleted (a removal of a definition the store did not hold deletes no
-// key, so a follower does not see it, as with an event's).
+// key; a change that names the inventory writes defrev too. Load is one
+// range read of the prefix: a snapshot at one etcd revision. Follow and
+// Watch are etcd watches of the prefix; each etcd revision that writes
+// rev is one commit, and a follower rebuilds its Change from the keys it
+// wrote and deleted (a removal of a definition or a session the store
+// did not hold deletes no key, so a follower does not see it, as with an
+// event's).
 //
 // A fleet-wide change is one transaction too, with an operation per
 // event, deletion, incarnation, record and definition it writes: etcd
