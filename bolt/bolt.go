@@ -345,10 +345,14 @@ func (s *Store) Load(ctx context.Context) (*forewarn.State, error) {
 		meta := tx.Bucket(metaBucket)
 		st.Revision = getInt(meta.Get(revisionKey))
 		st.InventoryRevision = getInt(meta.Get(inventoryRevisionKey))
-		if err := loadInventory(tx, st); err != nil {
+		var err error
+		if st.Inventory, err = loadBucket(tx, inventoryBucket, codec.Definition); err != nil {
 			return err
 		}
-		if err := loadSessions(tx, st); err != nil {
+		if st.InventorySets, err = loadBucket(tx, inventorySetsBucket, codec.ScaleSet); err != nil {
+			return err
+		}
+		if st.Sessions, err = loadBucket(tx, sessionsBucket, codec.Session); err != nil {
 			return err
 		}
 		events := tx.Bucket(eventsBucket)
@@ -595,41 +599,19 @@ func putBatch(bucket *bbolt.Bucket, names []string, b *codec.Batch) error {
 	return nil
 }
 
-// loadInventory reads the definitions and scale set definitions into st.
-func loadInventory(tx *bbolt.Tx, st *forewarn.State) error {
-	st.Inventory = make(map[string]*forewarn.Definition)
-	if err := tx.Bucket(inventoryBucket).ForEach(func(k, v []byte) error {
-		d, err := codec.Definition(string(k), v)
+// loadBucket reads every value of the bucket name, each decoded by
+// decode from its key and its JSON.
+func loadBucket[T any](tx *bbolt.Tx, name []byte, decode func(key string, v []byte) (*T, error)) (map[string]*T, error) {
+	m := make(map[string]*T)
+	err := tx.Bucket(name).ForEach(func(k, v []byte) error {
+		x, err := decode(string(k), v)
 		if err != nil {
-			return fmt.Errorf("%s %q: %w", inventoryBucket, k, err)
+			return fmt.Errorf("%s %q: %w", name, k, err)
 		}
-		st.Inventory[string(k)] = d
-		return nil
-	}); err != nil {
-		return err
-	}
-	st.InventorySets = make(map[string]*forewarn.ScaleSet)
-	return tx.Bucket(inventorySetsBucket).ForEach(func(k, v []byte) error {
-		ss, err := codec.ScaleSet(string(k), v)
-		if err != nil {
-			return fmt.Errorf("%s %q: %w", inventorySetsBucket, k, err)
-		}
-		st.InventorySets[string(k)] = ss
+		m[string(k)] = x
 		return nil
 	})
-}
-
-// loadSessions reads the sessions into st.
-func loadSessions(tx *bbolt.Tx, st *forewarn.State) error {
-	st.Sessions = make(map[string]*forewarn.Session)
-	return tx.Bucket(sessionsBucket).ForEach(func(k, v []byte) error {
-		ses, err := codec.Session(string(k), v)
-		if err != nil {
-			return fmt.Errorf("%s %q: %w", sessionsBucket, k, err)
-		}
-		st.Sessions[string(k)] = ses
-		return nil
-	})
+	return m, err
 }
 
 // normalizedSessions returns m with each session normalized, a copy of

@@ -19,12 +19,13 @@
 // condition that rev still holds the change's revision (and, with a
 // fence, that the fencing leader's election key still exists as it was
 // created). A removal from the inventory, or of a session, deletes its
-// key; a change that names the inventory writes defrev too. Load is one range read of the
-// prefix: a snapshot at one etcd revision. Follow and Watch are etcd
-// watches of the prefix; each etcd revision that writes rev is one
-// commit, and a follower rebuilds its Change from the keys it wrote and
-// deleted (a removal of a definition the store did not hold deletes no
-// key, so a follower does not see it, as with an event's).
+// key; a change that names the inventory writes defrev too. Load is one
+// range read of the prefix: a snapshot at one etcd revision. Follow and
+// Watch are etcd watches of the prefix; each etcd revision that writes
+// rev is one commit, and a follower rebuilds its Change from the keys it
+// wrote and deleted (a removal of a definition or a session the store
+// did not hold deletes no key, so a follower does not see it, as with an
+// event's).
 //
 // A fleet-wide change is one transaction too, with an operation per
 // event, deletion, incarnation, record and definition it writes: etcd
@@ -34,11 +35,12 @@
 // least N+16, one defining them and setting their incarnations 2N+16,
 // and --max-request-bytes of a few hundred bytes per VM and key (for
 // 100,000 VMs, --max-txn-ops=300000 --max-request-bytes=134217728 leave
-// room). A session is one key written whole, of about 300 bytes per host:
-// etcd has no limit of its own on a value, so the bound on a session is
-// --max-request-bytes, which the default (1.5 MiB) sets at about 5,000
-// hosts, or a change of four sessions of 1,000 hosts each. A change that
-// etcd refuses for its size fails with EINVALID, naming the flags.
+// room). A session is one key, written whole at each of its steps, of
+// about 300 bytes of JSON per host. etcd has no limit of its own on a
+// value: what bounds a session is --max-request-bytes, whose default
+// (1.5 MiB) takes a session of 4,500 hosts but not one of 5,000, or four
+// sessions of 1,000 hosts in one change. A change that etcd refuses for
+// its size fails with EINVALID, naming the flags.
 //
 // Every etcd call is bounded by Options.RequestTimeout; one that runs out
 // (etcd unreachable, or without a quorum) fails with EUNAVAILABLE. A

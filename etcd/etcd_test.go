@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -180,7 +181,8 @@ func testCampaign(t *testing.T, eps []string) {
 		t.Fatal("b leads while a leads")
 	default:
 	}
-	commit(t, b, &forewarn.Change{Fence: ta.Fence()}, 1)
+	ses := storetest.Session("ses-a", 3)
+	commit(t, b, &forewarn.Change{Fence: ta.Fence(), Sessions: map[string]*forewarn.Session{"ses-a": ses}}, 1)
 
 	if err := ta.Resign(ctx); err != nil {
 		t.Fatalf("Resign: %v", err)
@@ -196,10 +198,20 @@ func testCampaign(t *testing.T, eps []string) {
 		t.FailNow()
 	}
 	wantLeader(t, a, "b")
-	_, err = a.Commit(ctx, &forewarn.Change{Revision: 1, Fence: ta.Fence()})
+	_, err = a.Commit(ctx, &forewarn.Change{Revision: 1, Fence: ta.Fence(),
+		Sessions: map[string]*forewarn.Session{"ses-a": nil, "ses-b": storetest.Session("ses-b", 3)}})
 	wantCode(t, err, forewarn.ECONFLICT)
 	if !strings.Contains(err.Error(), "leadership lost") {
 		t.Errorf("a deposed leader's commit failed with %q, want it to say leadership lost", err)
+	}
+	// It wrote nothing: the session it removed is there, the one it set
+	// is not.
+	st, err := a.Load(ctx)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	if got := st.Sessions["ses-a"]; len(st.Sessions) != 1 || got == nil || !reflect.DeepEqual(got, ses.Normalized()) {
+		t.Errorf("Load after a deposed leader's commit: sessions %v, want only ses-a as committed", st.Sessions)
 	}
 	// A conflict on the revision is told as such, fence or not.
 	_, err = a.Commit(ctx, &forewarn.Change{Revision: 0, Fence: tb.Fence()})
@@ -490,6 +502,54 @@ func TestTooLarge(t *testing.T) {
 	}
 }
 
+// TestSessionsDefaultLimits checks the bound etcd's default
+// --max-request-bytes (1.5 MiB) puts on sessions, which are one key each,
+// written whole: four sessions of 1,000 hosts (some 300 KB each) commit
+// in one change and come back whole through Load and Follow, as does one
+// of 4,500 hosts; one of 5,000 hosts is refused with EINVALID naming the
+// flags, and writes nothing.
+func TestSessionsDefaultLimits(t *testing.T) {
+	t.Parallel()
+	srv := etcdtest.Start(t, "--max-txn-ops=128", "--max-request-bytes=1572864")
+	s := open(t, srv.Endpoints(), "")
+	ctx := t.Context()
+	f := s.Follow(ctx, 0)
+	sessions := make(map[string]*forewarn.Session)
+	for i := range 4 {
+		id := fmt.Sprintf("ses-%d", i)
+		sessions[id] = storetest.Session(id, 1000)
+	}
+	c := &forewarn.Change{Sessions: sessions}
+	commit(t, s, c, 1)
+	u := recv(t, f)
+	wantUpdate(t, u, 1, c)
+	st, err := s.Load(ctx)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	for id, w := range sessions {
+		for what, g := range map[string]*forewarn.Session{"Load": st.Sessions[id], "Follow": u.Change.Sessions[id]} {
+			if !reflect.DeepEqual(g, w.Normalized()) {
+				t.Errorf("%s: session %s differs from the one committed", what, id)
+			}
+		}
+	}
+
+	_, err = s.Commit(ctx, &forewarn.Change{Revision: 1, Sessions: map[string]*forewarn.Session{"ses-big": storetest.Session("ses-big", 5000)}})
+	if forewarn.ErrorCode(err) != forewarn.EINVALID || !strings.Contains(err.Error(), "--max-request-bytes") {
+		t.Errorf("Commit of a session of 5,000 hosts: err = %v, want EINVALID naming --max-request-bytes", err)
+	}
+	if st, err = s.Load(ctx); err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	if st.Revision != 1 || len(st.Sessions) != 4 || st.Sessions["ses-big"] != nil {
+		t.Fatalf("Load after a refused commit: revision %d, %d sessions; want revision 1 and the 4 sessions", st.Revision, len(st.Sessions))
+	}
+	c = &forewarn.Change{Revision: 1, Sessions: map[string]*forewarn.Session{"ses-0": nil, "ses-big": storetest.Session("ses-big", 4500)}}
+	commit(t, s, c, 2)
+	wantUpdate(t, recv(t, f), 2, c)
+}
+
 // TestUnavailable checks a store whose etcd stops: calls fail with
 // EUNAVAILABLE within RequestTimeout, a term ends within its lease, and
 // once etcd is back the store commits again and its follower carries on.
@@ -736,11 +796,16 @@ func wantUpdate(t *testing.T, u *forewarn.Update, rev int64, c *forewarn.Change)
 	g := u.Change
 	if len(g.Events) != len(c.Events) || len(g.Deletes) != len(c.Deletes) || len(g.Incarnations) != len(c.Incarnations) ||
 		len(g.VMs) != len(c.VMs) || len(g.ScaleSets) != len(c.ScaleSets) ||
-		len(g.Inventory) != len(c.Inventory) || len(g.InventorySets) != len(c.InventorySets) {
+		len(g.Inventory) != len(c.Inventory) || len(g.InventorySets) != len(c.InventorySets) || len(g.Sessions) != len(c.Sessions) {
 		t.Fatalf("revision %d: Follow delivered %d events, %d deletes, %d incarnations, %d VMs, %d scale sets, "+
-			"%d definitions, %d scale set definitions; want %d, %d, %d, %d, %d, %d, %d",
-			rev, len(g.Events), len(g.Deletes), len(g.Incarnations), len(g.VMs), len(g.ScaleSets), len(g.Inventory), len(g.InventorySets),
-			len(c.Events), len(c.Deletes), len(c.Incarnations), len(c.VMs), len(c.ScaleSets), len(c.Inventory), len(c.InventorySets))
+			"%d definitions, %d scale set definitions, %d sessions; want %d, %d, %d, %d, %d, %d, %d, %d",
+			rev, len(g.Events), len(g.Deletes), len(g.Incarnations), len(g.VMs), len(g.ScaleSets), len(g.Inventory), len(g.InventorySets), len(g.Sessions),
+			len(c.Events), len(c.Deletes), len(c.Incarnations), len(c.VMs), len(c.ScaleSets), len(c.Inventory), len(c.InventorySets), len(c.Sessions))
+	}
+	for id, ses := range c.Sessions {
+		if gs, ok := g.Sessions[id]; !ok || (gs == nil) != (ses == nil) || ses != nil && len(gs.Hosts) != len(ses.Hosts) {
+			t.Fatalf("revision %d: session %s = %v (present %t), want %v", rev, id, gs, ok, ses)
+		}
 	}
 	for name, d := range c.Inventory {
 		if gd, ok := g.Inventory[name]; !ok || (gd == nil) != (d == nil) {

@@ -2,9 +2,9 @@
 //
 // A Store behaves like the durable backends, down to the values it
 // returns: events, VM records, inventory definitions and sessions are
-// deep-copied on the way in and out, and times are kept in UTC without monotonic
-// clock readings, exactly as they come back from a file. Nothing
-// survives Close.
+// deep-copied on the way in and out, and times are kept in UTC without
+// monotonic clock readings, exactly as they come back from a file.
+// Nothing survives Close.
 package mem
 
 import (

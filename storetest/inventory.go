@@ -2,10 +2,7 @@ package storetest
 
 import (
 	"fmt"
-	"maps"
 	"net/netip"
-	"reflect"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -61,15 +58,7 @@ func testInventoryRemoveDropsRecord(t *testing.T, s forewarn.Store) {
 // that fullVM, definition or fullScaleSet leave zero: the round trip
 // must cover every one.
 func testInventoryFields(t *testing.T) {
-	for _, v := range []any{*fullVM("vm-a"), *definition(fullVM("vm-a"), 1), *fullScaleSet("ss-a")} {
-		rv := reflect.ValueOf(v)
-		for i := range rv.NumField() {
-			if rv.Field(i).IsZero() {
-				t.Errorf("%s.%s is zero in the suite's full value: set it, so that stores are checked to keep it",
-					rv.Type(), rv.Type().Field(i).Name)
-			}
-		}
-	}
+	wantFull(t, *fullVM("vm-a"), *definition(fullVM("vm-a"), 1), *fullScaleSet("ss-a"))
 }
 
 // testInventoryRoundTrip checks that every field of a definition and of
@@ -283,7 +272,6 @@ func testInventoryCopies(t *testing.T, s forewarn.Store) {
 // testInventoryFollow checks that followers, live and replaying, receive
 // each commit's definitions and removals exactly, in order.
 func testInventoryFollow(t *testing.T, s forewarn.Store) {
-	live := s.Follow(t.Context(), 0)
 	c1 := &forewarn.Change{
 		Inventory: map[string]*forewarn.Definition{
 			"vm-a": definition(fullVM("vm-a"), 1),
@@ -309,17 +297,7 @@ func testInventoryFollow(t *testing.T, s forewarn.Store) {
 		Inventory:     map[string]*forewarn.Definition{"vm-a": nil, "vm-c": nil, "vm-d": nil},
 		InventorySets: map[string]*forewarn.ScaleSet{"ss-2": nil},
 	}
-	changes := []*forewarn.Change{c1, c2, c3, c4}
-	for i, c := range changes {
-		wantRevision(t, commit(t, s, c), int64(i+1))
-	}
-	replay := s.Follow(t.Context(), 1)
-	for i, c := range changes {
-		wantUpdate(t, recvUpdate(t, live), int64(i+1), c)
-	}
-	for i, c := range changes[1:] {
-		wantUpdate(t, recvUpdate(t, replay), int64(i+2), c)
-	}
+	commitFollowed(t, s, c1, c2, c3, c4)
 	wantInventory(t, load(t, s), 4, map[string]*forewarn.Definition{}, map[string]*forewarn.ScaleSet{})
 }
 
@@ -445,52 +423,24 @@ func wantInventory(t *testing.T, st *forewarn.State, rev int64, defs map[string]
 // match.
 func inventoryDiff(wantDefs, gotDefs map[string]*forewarn.Definition, wantSets, gotSets map[string]*forewarn.ScaleSet) string {
 	var b strings.Builder
-	for _, name := range slices.Sorted(maps.Keys(wantDefs)) {
-		w := wantDefs[name]
-		g, ok := gotDefs[name]
-		switch {
-		case !ok:
-			fmt.Fprintf(&b, "\tdefinition of %q: missing, want %s\n", name, showDefinition(w))
-		case g == nil || w == nil:
-			if g != w {
-				fmt.Fprintf(&b, "\tdefinition of %q: got %s, want %s\n", name, showDefinition(g), showDefinition(w))
-			}
-		case g.VM == nil || *g.VM != *w.VM || g.Seq != w.Seq:
-			fmt.Fprintf(&b, "\tdefinition of %q: got %s, want %s\n", name, showDefinition(g), showDefinition(w))
+	mapDiff(&b, "definition of", wantDefs, gotDefs, showDefinition, func(name string, w, g *forewarn.Definition) string {
+		if g.VM == nil || *g.VM != *w.VM || g.Seq != w.Seq {
+			return fmt.Sprintf("\tdefinition of %q: got %s, want %s\n", name, showDefinition(g), showDefinition(w))
 		}
-	}
-	for _, name := range slices.Sorted(maps.Keys(gotDefs)) {
-		if _, ok := wantDefs[name]; !ok {
-			fmt.Fprintf(&b, "\tdefinition of %q: got %s, want none\n", name, showDefinition(gotDefs[name]))
+		return ""
+	})
+	showSet := func(ss *forewarn.ScaleSet) string { return fmt.Sprintf("%+v", *ss) }
+	mapDiff(&b, "scale set definition", wantSets, gotSets, showSet, func(name string, w, g *forewarn.ScaleSet) string {
+		if *g != *w {
+			return fmt.Sprintf("\tscale set definition %q: got %+v, want %+v\n", name, *g, *w)
 		}
-	}
-	for _, name := range slices.Sorted(maps.Keys(wantSets)) {
-		w := wantSets[name]
-		g, ok := gotSets[name]
-		switch {
-		case !ok:
-			fmt.Fprintf(&b, "\tscale set definition %q: missing, want %+v\n", name, w)
-		case g == nil || w == nil:
-			if g != w {
-				fmt.Fprintf(&b, "\tscale set definition %q: got %+v, want %+v\n", name, g, w)
-			}
-		case *g != *w:
-			fmt.Fprintf(&b, "\tscale set definition %q: got %+v, want %+v\n", name, *g, *w)
-		}
-	}
-	for _, name := range slices.Sorted(maps.Keys(gotSets)) {
-		if _, ok := wantSets[name]; !ok {
-			fmt.Fprintf(&b, "\tscale set definition %q: got %+v, want none\n", name, gotSets[name])
-		}
-	}
+		return ""
+	})
 	return b.String()
 }
 
 func showDefinition(d *forewarn.Definition) string {
-	switch {
-	case d == nil:
-		return "nil (removed)"
-	case d.VM == nil:
+	if d.VM == nil {
 		return fmt.Sprintf("{VM: nil, Seq: %d}", d.Seq)
 	}
 	return fmt.Sprintf("{VM: %+v, Seq: %d}", *d.VM, d.Seq)

@@ -57,6 +57,7 @@ func Run(t *testing.T, open func(t *testing.T) forewarn.Store) {
 	})
 	t.Run("ScaleSets", func(t *testing.T) { testScaleSets(t, newStore(t)) })
 	t.Run("Inventory", func(t *testing.T) { runInventory(t, newStore) })
+	t.Run("Sessions", func(t *testing.T) { runSessions(t, newStore) })
 	t.Run("Follow", func(t *testing.T) {
 		t.Run("Receives", func(t *testing.T) { testFollowReceives(t, newStore(t)) })
 		t.Run("Replays", func(t *testing.T) { testFollowReplays(t, newStore(t)) })
@@ -139,6 +140,7 @@ func RunDurable(t *testing.T, open func(t *testing.T, dir string) forewarn.Store
 	})
 
 	t.Run("ReopenInventory", func(t *testing.T) { testInventoryReopen(t, reopen) })
+	t.Run("ReopenSessions", func(t *testing.T) { testSessionsReopen(t, reopen) })
 
 	t.Run("ReopenEmpty", func(t *testing.T) {
 		dir := t.TempDir()
@@ -979,6 +981,74 @@ func eventDiff(want, got *forewarn.Event) string {
 	return b.String()
 }
 
+// wantFull fails t for each field of values (structs) that is zero: the
+// suite's full values set every field, so that stores are checked to
+// keep each one.
+func wantFull(t *testing.T, values ...any) {
+	t.Helper()
+	for _, v := range values {
+		rv := reflect.ValueOf(v)
+		for i := range rv.NumField() {
+			if rv.Field(i).IsZero() {
+				t.Errorf("%s.%s is zero in the suite's full value: set it, so that stores are checked to keep it",
+					rv.Type(), rv.Type().Field(i).Name)
+			}
+		}
+	}
+}
+
+// mapDiff writes to b how got differs from want, maps of values by name
+// in which nil is a removal: a name missing from got, one got holds and
+// want does not, a nil against a value, and what differ says of two
+// values (lines, or ""). show describes a value; what names its kind.
+func mapDiff[T any](b *strings.Builder, what string, want, got map[string]*T, show func(*T) string, differ func(name string, w, g *T) string) {
+	showNil := func(v *T) string {
+		if v == nil {
+			return "nil (removed)"
+		}
+		return show(v)
+	}
+	for _, name := range slices.Sorted(maps.Keys(want)) {
+		w := want[name]
+		g, ok := got[name]
+		switch {
+		case !ok:
+			fmt.Fprintf(b, "\t%s %q: missing, want %s\n", what, name, showNil(w))
+		case g == nil || w == nil:
+			if g != w {
+				fmt.Fprintf(b, "\t%s %q: got %s, want %s\n", what, name, showNil(g), showNil(w))
+			}
+		default:
+			b.WriteString(differ(name, w, g))
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(got)) {
+		if _, ok := want[name]; !ok {
+			fmt.Fprintf(b, "\t%s %q: got %s, want none\n", what, name, showNil(got[name]))
+		}
+	}
+}
+
+// commitFollowed commits changes to the empty store s, the first at
+// revision 0 and each after against the one before, and checks that a
+// follower from 0, following before the first commit, and one from 1,
+// following after the last, each receive every commit after theirs
+// exactly.
+func commitFollowed(t *testing.T, s forewarn.Store, changes ...*forewarn.Change) {
+	t.Helper()
+	live := s.Follow(t.Context(), 0)
+	for i, c := range changes {
+		wantRevision(t, commit(t, s, c), int64(i+1))
+	}
+	replay := s.Follow(t.Context(), 1)
+	for i, c := range changes {
+		wantUpdate(t, recvUpdate(t, live), int64(i+1), c)
+	}
+	for i, c := range changes[1:] {
+		wantUpdate(t, recvUpdate(t, replay), int64(i+2), c)
+	}
+}
+
 // recvUpdate returns the next update from f, failing when f is closed or
 // stays empty.
 func recvUpdate(t *testing.T, f <-chan *forewarn.Update) *forewarn.Update {
@@ -1017,8 +1087,9 @@ func waitUpdatesClosed(t *testing.T, f <-chan *forewarn.Update) {
 // wantUpdate checks that u is the commit of c that produced revision
 // rev, holding exactly what c wrote, with values as Load returns them.
 // (The suite's changes delete only events the store holds, remove only
-// definitions it holds, and never write and delete one event at once:
-// etcd's followers learn of a deletion from the key it deleted.)
+// definitions and sessions it holds, and never write and delete one
+// event at once: etcd's followers learn of a deletion from the key it
+// deleted.)
 func wantUpdate(t *testing.T, u *forewarn.Update, rev int64, c *forewarn.Change) {
 	t.Helper()
 	if u.Reload || u.Change == nil {
@@ -1073,5 +1144,8 @@ func wantUpdate(t *testing.T, u *forewarn.Update, rev int64, c *forewarn.Change)
 	}
 	if d := inventoryDiff(c.Inventory, got.Inventory, c.InventorySets, got.InventorySets); d != "" {
 		t.Errorf("revision %d: inventory differs:\n%s", rev, d)
+	}
+	if d := sessionsDiff(c.Sessions, got.Sessions); d != "" {
+		t.Errorf("revision %d: sessions differ:\n%s", rev, d)
 	}
 }
