@@ -141,7 +141,8 @@ func (s *Session) Clone() *Session {
 	c.Spec.Hosts = append([]string(nil), s.Spec.Hosts...)
 	c.Spec.Windows = append([]string(nil), s.Spec.Windows...)
 	c.Spec.Webhooks = append([]string(nil), s.Spec.Webhooks...)
-	if s.Spec.MaxUnavailable != nil {
+	c.Spec.MaxUnavailable = nil // an empty map is none, as a store reads it back
+	if len(s.Spec.MaxUnavailable) > 0 {
 		c.Spec.MaxUnavailable = make(map[string]Budget, len(s.Spec.MaxUnavailable))
 		for k, v := range s.Spec.MaxUnavailable {
 			c.Spec.MaxUnavailable[k] = v

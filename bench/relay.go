@@ -468,8 +468,8 @@ const relayDefaultMaxConns = 16384
 // latencyPaths measures the latency VMs' GET on each path: 0 direct, 1
 // the relay, 2 the hop.
 type latencyPaths struct {
-	cfg           RelayConfig
-	srv, rel, hop *child
+	cfg             RelayConfig
+	srv, rel, hop   *child
 	addrs           []netip.Addr
 	direct, relayed [][]byte // each VM's request on each path
 }

@@ -70,9 +70,9 @@ func (e *Engine) lookupSession(id string) (*forewarn.Session, error) {
 
 // HostStatus is where a host is in the newest session that names it.
 type HostStatus struct {
-	Session string              `json:"session,omitempty"`
+	Session string             `json:"session,omitempty"`
 	State   forewarn.HostState `json:"state,omitempty"`
-	Reason  string              `json:"reason,omitempty"`
+	Reason  string             `json:"reason,omitempty"`
 }
 
 // HostStatus returns where the host name is in the newest session that

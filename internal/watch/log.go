@@ -102,6 +102,11 @@ func Weight(u *forewarn.Update) int {
 	for _, e := range c.Events {
 		w += 1 + len(e.Resources) + len(e.Approvals)
 	}
+	for _, s := range c.Sessions {
+		if s != nil {
+			w += 1 + len(s.Hosts)
+		}
+	}
 	return w
 }
 
