@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -95,14 +94,14 @@ func vmList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if *asJSON {
 			return printJSON(stdout, map[string]any{"vms": vms})
 		}
-		// The NETWORK column shows once a VM has one: the table of a
-		// fleet on one network stays as it was.
-		networks := slices.ContainsFunc(vms, func(vm engine.VMInfo) bool { return vm.Network != "" })
+		// The NETWORK and HOST columns show once a VM has one: the table
+		// of a fleet on one network and of no host stays as it was.
+		cols := optionalColumnsOf(vms, func(vm engine.VMInfo) (string, string) { return vm.Network, vm.Host })
 		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "NAME\tIP\t"+ifNetworks(networks, "NETWORK\t")+"PROVIDER\tSTATE\tENABLED\tLAST SEEN\tSCOPE\tZONE\tUD\tSPOT\tINCARNATION\tEVENTS")
+		fmt.Fprintln(tw, "NAME\tIP\t"+cols.header()+"PROVIDER\tSTATE\tENABLED\tLAST SEEN\tSCOPE\tZONE\tUD\tSPOT\tINCARNATION\tEVENTS")
 		for _, vm := range vms {
 			fmt.Fprintf(tw, "%s\t%s\t%s%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n",
-				vm.Name, dash(vm.IP.String(), vm.IP.IsValid()), ifNetworks(networks, dash(vm.Network, vm.Network != "")+"\t"), vm.Provider, vm.StateText(),
+				vm.Name, dash(vm.IP.String(), vm.IP.IsValid()), cols.cells(vm.Network, vm.Host), vm.Provider, vm.StateText(),
 				yesNo(vm.Enabled), dash(vm.LastSeen.UTC().Format(time.RFC3339), !vm.LastSeen.IsZero()),
 				scope(vm), dash(vm.Zone, vm.Zone != ""),
 				dash(strconv.Itoa(vm.UpdateDomain), vm.Provider == forewarn.Azure), spot(vm),
@@ -112,12 +111,37 @@ func vmList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	})
 }
 
-// ifNetworks returns s when networks is true, else "".
-func ifNetworks(networks bool, s string) string {
-	if networks {
-		return s
+// optionalColumns says which of the NETWORK and HOST columns of vm list
+// and of the report's VM table are shown: each once a VM has a value.
+type optionalColumns struct{ network, host bool }
+
+// optionalColumnsOf returns the optional columns of a table of items,
+// whose network and host of returns.
+func optionalColumnsOf[T any](items []T, of func(T) (network, host string)) optionalColumns {
+	var c optionalColumns
+	for _, it := range items {
+		n, h := of(it)
+		c.network, c.host = c.network || n != "", c.host || h != ""
 	}
-	return ""
+	return c
+}
+
+// header returns the headers of the columns shown, each with its tab.
+func (c optionalColumns) header() string {
+	return c.cells("NETWORK", "HOST")
+}
+
+// cells returns a row's cells of the columns shown, each with its tab:
+// network and host, "-" for none.
+func (c optionalColumns) cells(network, host string) string {
+	var s string
+	if c.network {
+		s += dash(network, network != "") + "\t"
+	}
+	if c.host {
+		s += dash(host, host != "") + "\t"
+	}
+	return s
 }
 
 // scope names the group whose events vm sees besides its own: its
@@ -272,6 +296,9 @@ func vmShow(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(tw, "IP:\t%s\n", dash(vm.IP.String(), vm.IP.IsValid()))
 		if vm.Network != "" {
 			fmt.Fprintf(tw, "Network:\t%s\n", vm.Network)
+		}
+		if vm.Host != "" {
+			fmt.Fprintf(tw, "Host:\t%s\n", vm.Host)
 		}
 		fmt.Fprintf(tw, "Provider:\t%s\n", vm.Provider)
 		fmt.Fprintf(tw, "State:\t%s\n", vm.StateText())
