@@ -7,6 +7,9 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/forewarn/forewarn/admin"
+	"github.com/forewarn/forewarn/engine"
 )
 
 const (
@@ -50,26 +53,13 @@ const hostListNames = 4
 
 // hostList prints the hosts as a table, or as the API's JSON.
 func hostList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := newCommand("host list", hostListSynopsis)
-	asJSON := c.fs.Bool("json", false, `print {"hosts":[...]} as the operator API answers it`)
-	return c.run(args, stderr, func(pos []string) error {
-		if err := noArgs(pos); err != nil {
-			return err
-		}
-		hosts, err := c.client().Hosts(ctx)
-		if err != nil {
-			return err
-		}
-		if *asJSON {
-			return printJSON(stdout, map[string]any{"hosts": hosts})
-		}
-		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "HOST\tVMS\tNAMES")
-		for _, h := range hosts {
-			fmt.Fprintf(tw, "%s\t%d\t%s\n", h.Name, len(h.VMs), abbreviate(h.VMs, hostListNames))
-		}
-		return tw.Flush()
-	})
+	return listCommand[engine.HostInfo]{name: "host list", synopsis: hostListSynopsis, key: "hosts", fetch: (*admin.Client).Hosts,
+		table: func(w io.Writer, hosts []engine.HostInfo) {
+			fmt.Fprintln(w, "HOST\tVMS\tNAMES")
+			for _, h := range hosts {
+				fmt.Fprintf(w, "%s\t%d\t%s\n", h.Name, len(h.VMs), abbreviate(h.VMs, hostListNames))
+			}
+		}}.run(ctx, args, stdout, stderr)
 }
 
 // abbreviate returns the first n of names, comma-separated, and how

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/forewarn/forewarn"
+	"github.com/forewarn/forewarn/admin"
 	"github.com/forewarn/forewarn/engine"
 )
 
@@ -81,34 +82,22 @@ func runVM(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // vmList prints the fleet as a table, or as the API's JSON.
 func vmList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := newCommand("vm list", vmListSynopsis)
-	asJSON := c.fs.Bool("json", false, `print {"vms":[...]} as the operator API answers it`)
-	return c.run(args, stderr, func(pos []string) error {
-		if err := noArgs(pos); err != nil {
-			return err
-		}
-		vms, err := c.client().VMs(ctx)
-		if err != nil {
-			return err
-		}
-		if *asJSON {
-			return printJSON(stdout, map[string]any{"vms": vms})
-		}
-		// The NETWORK and HOST columns show once a VM has one: the table
-		// of a fleet on one network and of no host stays as it was.
-		cols := optionalColumnsOf(vms, func(vm engine.VMInfo) (string, string) { return vm.Network, vm.Host })
-		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "NAME\tIP\t"+cols.header()+"PROVIDER\tSTATE\tENABLED\tLAST SEEN\tSCOPE\tZONE\tUD\tSPOT\tINCARNATION\tEVENTS")
-		for _, vm := range vms {
-			fmt.Fprintf(tw, "%s\t%s\t%s%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n",
-				vm.Name, dash(vm.IP.String(), vm.IP.IsValid()), cols.cells(vm.Network, vm.Host), vm.Provider, vm.StateText(),
-				yesNo(vm.Enabled), dash(vm.LastSeen.UTC().Format(time.RFC3339), !vm.LastSeen.IsZero()),
-				scope(vm), dash(vm.Zone, vm.Zone != ""),
-				dash(strconv.Itoa(vm.UpdateDomain), vm.Provider == forewarn.Azure), spot(vm),
-				vm.Incarnation, dash(strings.Join(vm.Events, ","), len(vm.Events) > 0))
-		}
-		return tw.Flush()
-	})
+	return listCommand[engine.VMInfo]{name: "vm list", synopsis: vmListSynopsis, key: "vms", fetch: (*admin.Client).VMs,
+		table: func(tw io.Writer, vms []engine.VMInfo) {
+			// The NETWORK and HOST columns show once a VM has one: the
+			// table of a fleet on one network and of no host stays as it
+			// was.
+			cols := optionalColumnsOf(vms, func(vm engine.VMInfo) (string, string) { return vm.Network, vm.Host })
+			fmt.Fprintln(tw, "NAME\tIP\t"+cols.header()+"PROVIDER\tSTATE\tENABLED\tLAST SEEN\tSCOPE\tZONE\tUD\tSPOT\tINCARNATION\tEVENTS")
+			for _, vm := range vms {
+				fmt.Fprintf(tw, "%s\t%s\t%s%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n",
+					vm.Name, dash(vm.IP.String(), vm.IP.IsValid()), cols.cells(vm.Network, vm.Host), vm.Provider, vm.StateText(),
+					yesNo(vm.Enabled), dash(vm.LastSeen.UTC().Format(time.RFC3339), !vm.LastSeen.IsZero()),
+					scope(vm), dash(vm.Zone, vm.Zone != ""),
+					dash(strconv.Itoa(vm.UpdateDomain), vm.Provider == forewarn.Azure), spot(vm),
+					vm.Incarnation, dash(strings.Join(vm.Events, ","), len(vm.Events) > 0))
+			}
+		}}.run(ctx, args, stdout, stderr)
 }
 
 // optionalColumns says which of the NETWORK and HOST columns of vm list
