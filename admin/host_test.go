@@ -1,7 +1,6 @@
 package admin_test
 
 import (
-	"log/slog"
 	"net/http/httptest"
 	"reflect"
 	"strings"
@@ -10,8 +9,6 @@ import (
 	"github.com/forewarn/forewarn"
 	"github.com/forewarn/forewarn/admin"
 	"github.com/forewarn/forewarn/engine"
-	"github.com/forewarn/forewarn/fleetfile"
-	"github.com/forewarn/forewarn/mem"
 )
 
 // TestInventoryHosts: a VM may name its host; PUT and PATCH set and
@@ -101,16 +98,7 @@ func TestInventoryHosts(t *testing.T) {
 // TestHostsClient drives GET /v1/hosts and /v1/hosts/{name} through the
 // Go client, behind the token like every other route.
 func TestHostsClient(t *testing.T) {
-	f, err := fleetfile.Parse([]byte("vms:\n  - {name: b, ip: 198.18.1.2, host: hv1}\n  - {name: a, ip: 198.18.1.3, host: hv1}\n  - {name: c, ip: 198.18.1.4, host: hv0}\n  - {name: d, ip: 198.18.1.5}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng, err := engine.New(t.Context(), engine.Config{Store: mem.New(), Fleet: f})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { eng.Close() })
-	s := admin.NewServer(eng, slog.New(slog.DiscardHandler))
+	s := fleetAdmin(t, "vms:\n  - {name: b, ip: 198.18.1.2, host: hv1}\n  - {name: a, ip: 198.18.1.3, host: hv1}\n  - {name: c, ip: 198.18.1.4, host: hv0}\n  - {name: d, ip: 198.18.1.5}\n")
 	s.Token = "sesame"
 	srv := httptest.NewServer(s)
 	t.Cleanup(srv.Close)
