@@ -207,6 +207,26 @@ func (c *Client) ScaleSets(ctx context.Context) ([]engine.ScaleSetInfo, error) {
 	return resp.ScaleSets, nil
 }
 
+// Hosts returns every host a VM of the fleet names, by name, each with
+// its VMs' names, sorted.
+func (c *Client) Hosts(ctx context.Context) ([]engine.HostInfo, error) {
+	var resp hostsResponse
+	if err := c.do(ctx, http.MethodGet, "/v1/hosts", nil, &resp); err != nil {
+		return nil, err
+	}
+	return resp.Hosts, nil
+}
+
+// Host returns the host named name with its VMs' names, sorted.
+// Errors: ENOTFOUND when no VM names that host.
+func (c *Client) Host(ctx context.Context, name string) (*engine.HostInfo, error) {
+	var h engine.HostInfo
+	if err := c.do(ctx, http.MethodGet, "/v1/hosts/"+url.PathEscape(name), nil, &h); err != nil {
+		return nil, err
+	}
+	return &h, nil
+}
+
 // SetScaleSet changes the Terminate settings of the scale set named name:
 // timeout, when not empty, is an ISO 8601 or Go duration; notifications,
 // when not nil, turns Terminate notifications on or off.

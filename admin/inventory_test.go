@@ -20,7 +20,16 @@ import (
 // file, whose inventory exports.
 func inventoryServer(t *testing.T) *httptest.Server {
 	t.Helper()
-	f, err := fleetfile.Parse([]byte("vms:\n  - {name: web_0, ip: 198.18.0.2, availabilitySet: web}\n  - {name: web_1, ip: 198.18.0.3, availabilitySet: web, updateDomain: 1}\n"))
+	srv := httptest.NewServer(fleetAdmin(t, "vms:\n  - {name: web_0, ip: 198.18.0.2, availabilitySet: web}\n  - {name: web_1, ip: 198.18.0.3, availabilitySet: web, updateDomain: 1}\n"))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// fleetAdmin returns the operator API of an engine on a memory store
+// whose inventory is the fleet file doc.
+func fleetAdmin(t *testing.T, doc string) *admin.Server {
+	t.Helper()
+	f, err := fleetfile.Parse([]byte(doc))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,9 +38,7 @@ func inventoryServer(t *testing.T) *httptest.Server {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { eng.Close() })
-	srv := httptest.NewServer(admin.NewServer(eng, slog.New(slog.DiscardHandler)))
-	t.Cleanup(srv.Close)
-	return srv
+	return admin.NewServer(eng, slog.New(slog.DiscardHandler))
 }
 
 // call sends body as contentType with the headers hdr (pairs) and

@@ -11,10 +11,10 @@ import (
 )
 
 // Answers that grow with the fleet or the state: the VM list holds 400
-// bytes a VM (40 MB for 100,000 VMs) while it is written, the event list
-// a copy of every event, the audit log the whole file, a dashboard
-// fragment the VM list while it is rendered, a named profile the
-// runtime's. Written to a reader that does not read, such an answer is
+// bytes a VM (40 MB for 100,000 VMs) while it is written, the host list
+// every VM's name, the event list a copy of every event, the audit log
+// the whole file, a dashboard fragment the VM list while it is rendered,
+// a named profile the runtime's. Written to a reader that does not read, such an answer is
 // held until the connection's write deadline cuts it, so that sixteen of
 // them from one address held 16 copies (1.4 GB for the VM list of 100,000
 // VMs). They take turns: maxLarge at a time, each written as it is
@@ -34,6 +34,7 @@ const defaultLargeWait = 10 * time.Second
 var largeRoutes = map[string]bool{
 	"GET /v1/vms":             true,
 	"GET /v1/events":          true,
+	"GET /v1/hosts":           true,
 	"GET /v1/audit":           true,
 	"GET /ui/fragment/{name}": true,
 	"GET /debug/pprof/":       true,
@@ -56,7 +57,7 @@ func (s *Server) turn(ctx context.Context) (end func(), err error) {
 
 // errBusy refuses a large answer that waited too long for its turn.
 var errBusy = forewarn.Errorf(forewarn.EUNAVAILABLE,
-	"the server is busy writing %d other large answers (the VM list, the event list, the report, the audit log, dashboard fragments, profiles); try again", maxLarge)
+	"the server is busy writing %d other large answers (the VM list, the host list, the event list, the report, the audit log, dashboard fragments, profiles); try again", maxLarge)
 
 // writeBusy answers a request refused with errBusy, or whose client
 // went away.

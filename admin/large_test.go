@@ -141,7 +141,7 @@ func TestLargeAnswersTakeTurns(t *testing.T) {
 		wg.Go(func() { get(s, w, "/v1/vms") })
 		<-w.wrote
 	}
-	busy := errorJSON("unavailable", "the server is busy writing 2 other large answers (the VM list, the event list, the report, the audit log, dashboard fragments, profiles); try again")
+	busy := errorJSON("unavailable", "the server is busy writing 2 other large answers (the VM list, the host list, the event list, the report, the audit log, dashboard fragments, profiles); try again")
 	for _, p := range []string{"/v1/vms", "/v1/events", "/v1/report", "/v1/audit", "/ui/fragment/fleet", "/debug/pprof/"} {
 		w := httptest.NewRecorder()
 		start := time.Now()

@@ -211,6 +211,8 @@ func NewServer(eng *engine.Engine, log *slog.Logger) *Server {
 	s.mux.HandleFunc("POST /v1/vms/{name}/degrade", s.handleDegrade)
 	s.mux.HandleFunc("GET /v1/scalesets", s.handleListScaleSets)
 	s.mux.HandleFunc("PATCH /v1/scalesets/{name}", s.handleSetScaleSet)
+	s.mux.HandleFunc("GET /v1/hosts", s.handleListHosts) // admin/host.go
+	s.mux.HandleFunc("GET /v1/hosts/{name}", s.handleGetHost)
 	s.mux.HandleFunc("GET /v1/audit", s.handleAudit)
 	s.mux.HandleFunc("GET /v1/cluster", s.handleCluster)
 	s.mux.HandleFunc("GET /metrics", s.handleMetrics)

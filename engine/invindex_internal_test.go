@@ -5,6 +5,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"net/netip"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -13,26 +14,40 @@ import (
 )
 
 // TestListFollowsChanges drives an inventory through random adds,
-// changes and removals across many chunks, and checks its list against a
-// model: the VMs present, in Seq order, each the latest definition.
+// changes (some moving a VM to another host, some keeping its host) and
+// removals across many chunks, and checks its list and its host index
+// against a model: the VMs present, in Seq order, each the latest
+// definition; each host's VMs, by name. The inventory a change derives
+// from keeps its own, and a change that moves no VM between hosts
+// leaves the host index alone.
 func TestListFollowsChanges(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	inv := emptyInventory()
 	model := map[string]*forewarn.Definition{}
 	seq := int64(1)
+	host := func() string {
+		if r.IntN(5) == 0 {
+			return ""
+		}
+		return fmt.Sprintf("hv%d", r.IntN(12))
+	}
 	for step := range 300 {
 		defs := map[string]*forewarn.Definition{}
 		for range r.IntN(40) + 1 {
 			switch op := r.IntN(3); {
 			case op == 0 || len(model) == 0:
 				name := fmt.Sprintf("vm%05d", seq)
-				defs[name] = &forewarn.Definition{VM: &forewarn.VM{Name: name, Provider: forewarn.Azure}, Seq: seq}
+				defs[name] = &forewarn.Definition{VM: &forewarn.VM{Name: name, Provider: forewarn.Azure, Host: host()}, Seq: seq}
 				seq++
 			default:
 				names := slices.Sorted(maps.Keys(model))
 				name := names[r.IntN(len(names))]
 				if op == 1 {
-					defs[name] = &forewarn.Definition{VM: &forewarn.VM{Name: name, Provider: forewarn.Azure, UpdateDomain: step}, Seq: model[name].Seq}
+					h := model[name].VM.Host
+					if r.IntN(2) == 0 {
+						h = host()
+					}
+					defs[name] = &forewarn.Definition{VM: &forewarn.VM{Name: name, Provider: forewarn.Azure, UpdateDomain: step, Host: h}, Seq: model[name].Seq}
 				} else {
 					defs[name] = nil
 				}
@@ -41,14 +56,24 @@ func TestListFollowsChanges(t *testing.T) {
 		if step%50 == 0 { // a big batch now and then
 			for range 700 {
 				name := fmt.Sprintf("vm%05d", seq)
-				defs[name] = &forewarn.Definition{VM: &forewarn.VM{Name: name, Provider: forewarn.Azure}, Seq: seq}
+				defs[name] = &forewarn.Definition{VM: &forewarn.VM{Name: name, Provider: forewarn.Azure, Host: host()}, Seq: seq}
 				seq++
 			}
 		}
-		prev, before := inv, flatten(inv.list, inv.listLen)
+		prev, before, hostsBefore := inv, flatten(inv.list, inv.listLen), hostsOf(inv)
+		moves := false
+		for name, d := range defs {
+			moves = moves || hostOf(model[name]) != hostOf(d)
+		}
+		if es := inv.hostEntries(slices.Sorted(maps.Keys(defs)), defs); !moves && es != nil {
+			t.Fatalf("step %d: a change that moves no VM between hosts changes the host index: %v", step, es)
+		}
 		inv = inv.with(int64(step+1), defs, nil)
 		if after := flatten(prev.list, prev.listLen); !slices.Equal(after, before) {
 			t.Fatalf("step %d: deriving a new inventory changed the old one's list", step)
+		}
+		if after := hostsOf(prev); !reflect.DeepEqual(after, hostsBefore) {
+			t.Fatalf("step %d: deriving a new inventory changed the old one's hosts", step)
 		}
 		for name, d := range defs {
 			if d == nil {
@@ -76,7 +101,34 @@ func TestListFollowsChanges(t *testing.T) {
 				t.Fatalf("step %d: a chunk of %d VMs", step, len(c))
 			}
 		}
+		wantHosts := map[string][]string{}
+		for _, name := range slices.Sorted(maps.Keys(model)) {
+			if h := hostOf(model[name]); h != "" {
+				wantHosts[h] = append(wantHosts[h], name)
+			}
+		}
+		if got := hostsOf(inv); !reflect.DeepEqual(got, wantHosts) {
+			t.Fatalf("step %d: hosts\n%v\nwant\n%v", step, got, wantHosts)
+		}
 	}
+}
+
+// hostOf returns the host of d's VM, "" for none or for no d.
+func hostOf(d *forewarn.Definition) string {
+	if d == nil {
+		return ""
+	}
+	return d.VM.Host
+}
+
+// hostsOf returns inv's host index as a map.
+func hostsOf(inv *inventory) map[string][]string {
+	out := map[string][]string{}
+	inv.hosts.Range(func(h string, vms []string) bool {
+		out[h] = slices.Clone(vms)
+		return true
+	})
+	return out
 }
 
 // TestListKeepsItsParent derives two inventories from one whose middle

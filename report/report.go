@@ -103,7 +103,9 @@ type LongPolls struct {
 type VM struct {
 	Name string `json:"name"`
 	// Network is the network the VM's address is on, if it names one.
-	Network  string            `json:"network,omitempty"`
+	Network string `json:"network,omitempty"`
+	// Host is the hypervisor the VM runs on, if it names one.
+	Host     string            `json:"host,omitempty"`
 	Provider forewarn.Provider `json:"provider"`
 	// Requests counts every metadata request, refused ones too.
 	Requests  uint64    `json:"requests"`
@@ -231,7 +233,7 @@ func vmReport(vm *forewarn.VM, v *engine.View, h *history.History, since map[str
 	st, _ := h.Stats(vm.Name)
 	a := api(vm.Provider)
 	out := VM{
-		Name: vm.Name, Network: vm.Network, Provider: vm.Provider, Requests: st.Requests, FirstCall: st.First, LastCall: st.Last,
+		Name: vm.Name, Network: vm.Network, Host: vm.Host, Provider: vm.Provider, Requests: st.Requests, FirstCall: st.First, LastCall: st.Last,
 		LastEnded: st.LastEnd, InFlight: st.InFlight,
 		ExpectedIntervalSeconds: history.Expected(a).Seconds(),
 		LongestGapSeconds:       st.LongestGap.Seconds(), LongestGapEnded: st.LongestGapEnd,

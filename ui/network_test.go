@@ -11,28 +11,42 @@ import (
 )
 
 // TestFleetNetworks: the VM table has a network column once a VM of the
-// fleet names its network ("–" for the VMs of none), and the VM view a
-// network line for a VM that has one.
+// fleet names its network, and a host column (after it) once one names
+// its host ("–" for the VMs of none); the VM view a network line and a
+// host line for a VM that has them.
 func TestFleetNetworks(t *testing.T) {
 	hs := newHarness(t, ui.Config{})
-	if body := hs.get200(t, "/ui/fragment/fleet"); strings.Contains(body, "network") {
-		t.Fatalf("a fleet of no network shows a network column:\n%s", body)
+	if body := hs.get200(t, "/ui/fragment/fleet"); strings.Contains(body, "network") || strings.Contains(body, "<th>host</th>") {
+		t.Fatalf("a fleet of no network or host shows a network or host column:\n%s", body)
 	}
-	blue := &forewarn.VM{Name: "blue_0", IP: netip.MustParseAddr("198.18.9.9"), Network: "blue", Provider: forewarn.Azure}
-	if _, err := hs.eng.ChangeInventory(t.Context(), engine.InventoryChange{Set: []*forewarn.VM{blue}}); err != nil {
-		t.Fatal(err)
-	}
-	body := hs.get200(t, "/ui/fragment/fleet")
-	for _, want := range []string{"<th>VM</th><th>network</th><th>UD</th>", `<td class="network">blue</td>`, `<td class="network">–</td>`} {
-		if !strings.Contains(body, want) {
-			t.Errorf("the fleet fragment lacks %s:\n%s", want, body)
+	for _, c := range []struct {
+		vm   *forewarn.VM
+		want []string
+	}{
+		{&forewarn.VM{Name: "onhv_0", IP: netip.MustParseAddr("198.18.9.8"), Host: "hv-01", Provider: forewarn.Azure},
+			[]string{"<th>VM</th><th>host</th><th>UD</th>", `<td class="host">hv-01</td>`, `<td class="host">–</td>`}},
+		{&forewarn.VM{Name: "blue_0", IP: netip.MustParseAddr("198.18.9.9"), Network: "blue", Provider: forewarn.Azure},
+			[]string{"<th>VM</th><th>network</th><th>host</th><th>UD</th>", "<td class=\"network\">blue</td>\n<td class=\"host\">–</td>",
+				"<td class=\"network\">–</td>\n<td class=\"host\">hv-01</td>"}},
+	} {
+		if _, err := hs.eng.ChangeInventory(t.Context(), engine.InventoryChange{Set: []*forewarn.VM{c.vm}}); err != nil {
+			t.Fatal(err)
+		}
+		body := hs.get200(t, "/ui/fragment/fleet")
+		for _, want := range c.want {
+			if !strings.Contains(body, want) {
+				t.Errorf("with %s, the fleet fragment lacks %s:\n%s", c.vm.Name, want, body)
+			}
 		}
 	}
-	if body := hs.get200(t, "/ui/vm/blue_0"); !strings.Contains(body, "<dt>network</dt><dd>blue</dd>") {
-		t.Errorf("blue_0's view lacks its network:\n%s", body)
+	if body := hs.get200(t, "/ui/vm/blue_0"); !strings.Contains(body, "<dt>network</dt><dd>blue</dd>\n<dt>group</dt>") {
+		t.Errorf("blue_0's view lacks its network, or shows a host:\n%s", body)
 	}
-	if body := hs.get200(t, "/ui/vm/web_0"); strings.Contains(body, "<dt>network</dt>") {
-		t.Errorf("web_0's view shows a network it does not have:\n%s", body)
+	if body := hs.get200(t, "/ui/vm/onhv_0"); !strings.Contains(body, "<dt>address</dt><dd>198.18.9.8</dd>\n<dt>host</dt><dd>hv-01</dd>") {
+		t.Errorf("onhv_0's view lacks its host:\n%s", body)
+	}
+	if body := hs.get200(t, "/ui/vm/web_0"); strings.Contains(body, "<dt>network</dt>") || strings.Contains(body, "<dt>host</dt>") {
+		t.Errorf("web_0's view shows a network or host it does not have:\n%s", body)
 	}
 }
 

@@ -100,9 +100,10 @@ type fleetView struct {
 	MoreGroups int
 	// Capped reports whether MaxRows left rows out.
 	Capped bool
-	// Networks reports whether a VM of the fleet names its network: the
-	// rows then show a network column.
-	Networks bool
+	// Networks reports whether a VM of the fleet names its network, and
+	// Hosts whether one names its host: the rows then show a network
+	// column, a host column.
+	Networks, Hosts bool
 }
 
 // groupView is one scope group: its summary and its first rows.
@@ -128,7 +129,7 @@ type domainCount struct{ UD, VMs int }
 
 // rowView is one VM's row.
 type rowView struct {
-	Name, Network, Provider, State string
+	Name, Network, Host, Provider, State string
 	// StateText is State with what the VM returns to, for people.
 	StateText       string
 	Azure, Enabled  bool
@@ -155,6 +156,7 @@ func buildFleet(vms []engine.VMInfo, query string) *fleetView {
 		vm := &vms[i]
 		fv.All.add(vm)
 		fv.Networks = fv.Networks || vm.Network != ""
+		fv.Hosts = fv.Hosts || vm.Host != ""
 		k := scopeOf(&vm.VM)
 		if !match(vm, k) {
 			continue
@@ -230,7 +232,7 @@ func buildFleet(vms []engine.VMInfo, query string) *fleetView {
 // row returns vm's row.
 func row(vm *engine.VMInfo) rowView {
 	r := rowView{
-		Name: vm.Name, Network: vm.Network, Provider: string(vm.Provider), State: vm.State, StateText: vm.StateText(),
+		Name: vm.Name, Network: vm.Network, Host: vm.Host, Provider: string(vm.Provider), State: vm.State, StateText: vm.StateText(),
 		Azure: vm.Provider == forewarn.Azure, Enabled: vm.Enabled, UD: vm.UpdateDomain,
 		Incarnation: vm.Incarnation, Events: len(vm.Events), Spot: vm.Evictable(),
 		Removable: vm.ScaleSet != "" || vm.AutoScalingGroup != "",

@@ -6,42 +6,30 @@ import (
 	"io"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 	"unicode/utf8"
+
+	"github.com/forewarn/forewarn/admin"
 )
 
 // runAudit runs 'forewarn audit [--json]': every operator action the
 // server recorded, oldest first.
 func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := newCommand("audit", "[--json]")
-	asJSON := c.fs.Bool("json", false, `print {"entries":[...]} as the operator API answers it`)
-	return c.run(args, stderr, func(pos []string) error {
-		if err := noArgs(pos); err != nil {
-			return err
-		}
-		entries, err := c.client().Audit(ctx)
-		if err != nil {
-			return err
-		}
-		if *asJSON {
-			return printJSON(stdout, map[string]any{"entries": entries})
-		}
-		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "WHEN\tWHO\tACTION\tSTATUS")
-		for _, e := range entries {
-			action := printable(e.Action)
-			if e.Count > 0 {
-				action = fmt.Sprintf("%d more refused, the last: %s", e.Count, action)
+	return listCommand[admin.AuditEntry]{name: "audit", synopsis: "[--json]", key: "entries", fetch: (*admin.Client).Audit,
+		table: func(tw io.Writer, entries []admin.AuditEntry) {
+			fmt.Fprintln(tw, "WHEN\tWHO\tACTION\tSTATUS")
+			for _, e := range entries {
+				action := printable(e.Action)
+				if e.Count > 0 {
+					action = fmt.Sprintf("%d more refused, the last: %s", e.Count, action)
+				}
+				status := "?" // the outcome was never recorded
+				if e.Status != 0 {
+					status = strconv.Itoa(e.Status)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", e.At.UTC().Format(time.RFC3339), printable(e.Who), action, status)
 			}
-			status := "?" // the outcome was never recorded
-			if e.Status != 0 {
-				status = strconv.Itoa(e.Status)
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", e.At.UTC().Format(time.RFC3339), printable(e.Who), action, status)
-		}
-		return tw.Flush()
-	})
+		}}.run(ctx, args, stdout, stderr)
 }
 
 // printable returns s as it is when it holds only printable characters,

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/forewarn/forewarn"
@@ -157,6 +159,41 @@ func noArgs(pos []string) error {
 		return usagef("unexpected argument %q", pos[0])
 	}
 	return nil
+}
+
+// listCommand is an operator command that prints a list the server
+// answers: as a table, or with --json as the operator API answers it,
+// {"KEY":[...]}. It takes no argument.
+type listCommand[T any] struct {
+	name, synopsis string // as newCommand takes them
+	// key is the list's key in the API's answer.
+	key string
+	// fetch asks the server for the list.
+	fetch func(*admin.Client, context.Context) ([]T, error)
+	// table writes the items, its header first, cells separated by tabs.
+	table func(w io.Writer, items []T)
+}
+
+// run runs the command with args and returns the exit code, as
+// command.run does.
+func (l listCommand[T]) run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	c := newCommand(l.name, l.synopsis)
+	asJSON := c.fs.Bool("json", false, `print {"`+l.key+`":[...]} as the operator API answers it`)
+	return c.run(args, stderr, func(pos []string) error {
+		if err := noArgs(pos); err != nil {
+			return err
+		}
+		items, err := l.fetch(c.client(), ctx)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return printJSON(stdout, map[string]any{l.key: items})
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+		l.table(tw, items)
+		return tw.Flush()
+	})
 }
 
 // durationFlag is a flag.Value holding a non-negative duration and

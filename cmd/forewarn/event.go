@@ -131,31 +131,18 @@ func eventCreate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 
 // eventList prints every event as a table, or as the API's JSON.
 func eventList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := newCommand("event list", eventListSynopsis)
-	asJSON := c.fs.Bool("json", false, `print {"events":[...]} as the operator API answers it`)
-	return c.run(args, stderr, func(pos []string) error {
-		if err := noArgs(pos); err != nil {
-			return err
-		}
-		evs, err := c.client().Events(ctx)
-		if err != nil {
-			return err
-		}
-		if *asJSON {
-			return printJSON(stdout, map[string]any{"events": evs})
-		}
-		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tTYPE\tSTATUS\tRESOURCES\tNOTBEFORE\tSOURCE")
-		for _, ev := range evs {
-			notBefore := "-"
-			if !ev.NotBefore.IsZero() {
-				notBefore = ev.NotBefore.UTC().Format(time.RFC3339)
+	return listCommand[*forewarn.Event]{name: "event list", synopsis: eventListSynopsis, key: "events", fetch: (*admin.Client).Events,
+		table: func(tw io.Writer, evs []*forewarn.Event) {
+			fmt.Fprintln(tw, "ID\tTYPE\tSTATUS\tRESOURCES\tNOTBEFORE\tSOURCE")
+			for _, ev := range evs {
+				notBefore := "-"
+				if !ev.NotBefore.IsZero() {
+					notBefore = ev.NotBefore.UTC().Format(time.RFC3339)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n",
+					ev.ID, ev.Type, ev.Status, strings.Join(ev.Resources, ","), notBefore, ev.Source)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n",
-				ev.ID, ev.Type, ev.Status, strings.Join(ev.Resources, ","), notBefore, ev.Source)
-		}
-		return tw.Flush()
-	})
+		}}.run(ctx, args, stdout, stderr)
 }
 
 // eventShow prints one event, every field of it, or as the API's JSON.

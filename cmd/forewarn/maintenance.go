@@ -6,10 +6,10 @@ import (
 	"io"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/forewarn/forewarn"
 	"github.com/forewarn/forewarn/admin"
+	"github.com/forewarn/forewarn/engine"
 )
 
 const (
@@ -96,29 +96,16 @@ func maintenanceStart(ctx context.Context, args []string, stdout, stderr io.Writ
 // domain, or as the API's JSON. The wave's own columns are shown on its
 // first row only, so each wave reads as one block.
 func maintenanceList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := newCommand("maintenance list", maintenanceListSynopsis)
-	asJSON := c.fs.Bool("json", false, `print {"waves":[...]} as the operator API answers it`)
-	return c.run(args, stderr, func(pos []string) error {
-		if err := noArgs(pos); err != nil {
-			return err
-		}
-		waves, err := c.client().Waves(ctx)
-		if err != nil {
-			return err
-		}
-		if *asJSON {
-			return printJSON(stdout, map[string]any{"waves": waves})
-		}
-		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "WAVE\tSCOPE\tTYPE\tWAVE STATUS\tUPDATE DOMAIN\tEVENT\tSTATUS\tVMS")
-		for _, w := range waves {
-			wave := []string{w.ID, w.Scope, string(w.Type), w.Status}
-			for _, d := range w.Domains {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", strings.Join(wave, "\t"),
-					strconv.Itoa(d.UpdateDomain), d.Event, d.Status, strings.Join(d.VMs, ","))
-				wave = []string{"", "", "", ""}
+	return listCommand[*engine.Wave]{name: "maintenance list", synopsis: maintenanceListSynopsis, key: "waves", fetch: (*admin.Client).Waves,
+		table: func(tw io.Writer, waves []*engine.Wave) {
+			fmt.Fprintln(tw, "WAVE\tSCOPE\tTYPE\tWAVE STATUS\tUPDATE DOMAIN\tEVENT\tSTATUS\tVMS")
+			for _, w := range waves {
+				wave := []string{w.ID, w.Scope, string(w.Type), w.Status}
+				for _, d := range w.Domains {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", strings.Join(wave, "\t"),
+						strconv.Itoa(d.UpdateDomain), d.Event, d.Status, strings.Join(d.VMs, ","))
+					wave = []string{"", "", "", ""}
+				}
 			}
-		}
-		return tw.Flush()
-	})
+		}}.run(ctx, args, stdout, stderr)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -39,10 +38,10 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) int
 // printReport writes rep as three tables: the VMs, their findings in
 // full, and the events.
 func printReport(w io.Writer, rep *report.Report) error {
-	// The NETWORK column shows once a VM has one, as in vm list.
-	networks := slices.ContainsFunc(rep.VMs, func(v report.VM) bool { return v.Network != "" })
+	// The NETWORK and HOST columns show once a VM has one, as in vm list.
+	cols := optionalColumnsOf(rep.VMs, func(v report.VM) (string, string) { return v.Network, v.Host })
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "VM\t"+ifNetworks(networks, "NETWORK\t")+"API\tREQUESTS\tFIRST CALL\tLAST CALL\tLONGEST GAP\tWHILE PENDING\tEXPECTED\tAPI-VERSIONS\tFINDINGS")
+	fmt.Fprintln(tw, "VM\t"+cols.header()+"API\tREQUESTS\tFIRST CALL\tLAST CALL\tLONGEST GAP\tWHILE PENDING\tEXPECTED\tAPI-VERSIONS\tFINDINGS")
 	for _, v := range rep.VMs {
 		var vs, fs []string
 		for _, vc := range v.APIVersions {
@@ -51,7 +50,7 @@ func printReport(w io.Writer, rep *report.Report) error {
 		for _, f := range v.Findings {
 			fs = append(fs, fmt.Sprintf("%s×%d", f.Kind, f.Count))
 		}
-		fmt.Fprintf(tw, "%s\t%s%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", v.Name, ifNetworks(networks, dash(v.Network, v.Network != "")+"\t"), v.Provider, v.Requests,
+		fmt.Fprintf(tw, "%s\t%s%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", v.Name, cols.cells(v.Network, v.Host), v.Provider, v.Requests,
 			clock(v.FirstCall), clock(v.LastCall), seconds(v.LongestGapSeconds), seconds(v.LongestPendingGapSeconds),
 			seconds(v.ExpectedIntervalSeconds), dash(strings.Join(vs, ","), len(vs) > 0), dash(strings.Join(fs, ", "), len(fs) > 0))
 	}

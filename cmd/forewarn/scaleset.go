@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
+
+	"github.com/forewarn/forewarn/admin"
+	"github.com/forewarn/forewarn/engine"
 )
 
 const (
@@ -47,27 +49,14 @@ func runScaleSet(ctx context.Context, args []string, stdout, stderr io.Writer) i
 
 // scaleSetList prints the scale sets as a table, or as the API's JSON.
 func scaleSetList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := newCommand("scaleset list", scaleSetListSynopsis)
-	asJSON := c.fs.Bool("json", false, `print {"scaleSets":[...]} as the operator API answers it`)
-	return c.run(args, stderr, func(pos []string) error {
-		if err := noArgs(pos); err != nil {
-			return err
-		}
-		sets, err := c.client().ScaleSets(ctx)
-		if err != nil {
-			return err
-		}
-		if *asJSON {
-			return printJSON(stdout, map[string]any{"scaleSets": sets})
-		}
-		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "NAME\tVMS\tTERMINATE TIMEOUT\tTERMINATE NOTIFICATIONS\tSET BY")
-		for _, s := range sets {
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", s.Name, s.VMs, s.TimeoutISO(),
-				onOff(s.TerminateNotifications), s.Source)
-		}
-		return tw.Flush()
-	})
+	return listCommand[engine.ScaleSetInfo]{name: "scaleset list", synopsis: scaleSetListSynopsis, key: "scaleSets", fetch: (*admin.Client).ScaleSets,
+		table: func(w io.Writer, sets []engine.ScaleSetInfo) {
+			fmt.Fprintln(w, "NAME\tVMS\tTERMINATE TIMEOUT\tTERMINATE NOTIFICATIONS\tSET BY")
+			for _, s := range sets {
+				fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\n", s.Name, s.VMs, s.TimeoutISO(),
+					onOff(s.TerminateNotifications), s.Source)
+			}
+		}}.run(ctx, args, stdout, stderr)
 }
 
 func onOff(b bool) string {

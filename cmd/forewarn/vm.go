@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/forewarn/forewarn"
+	"github.com/forewarn/forewarn/admin"
 	"github.com/forewarn/forewarn/engine"
 )
 
@@ -82,42 +82,55 @@ func runVM(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // vmList prints the fleet as a table, or as the API's JSON.
 func vmList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := newCommand("vm list", vmListSynopsis)
-	asJSON := c.fs.Bool("json", false, `print {"vms":[...]} as the operator API answers it`)
-	return c.run(args, stderr, func(pos []string) error {
-		if err := noArgs(pos); err != nil {
-			return err
-		}
-		vms, err := c.client().VMs(ctx)
-		if err != nil {
-			return err
-		}
-		if *asJSON {
-			return printJSON(stdout, map[string]any{"vms": vms})
-		}
-		// The NETWORK column shows once a VM has one: the table of a
-		// fleet on one network stays as it was.
-		networks := slices.ContainsFunc(vms, func(vm engine.VMInfo) bool { return vm.Network != "" })
-		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "NAME\tIP\t"+ifNetworks(networks, "NETWORK\t")+"PROVIDER\tSTATE\tENABLED\tLAST SEEN\tSCOPE\tZONE\tUD\tSPOT\tINCARNATION\tEVENTS")
-		for _, vm := range vms {
-			fmt.Fprintf(tw, "%s\t%s\t%s%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n",
-				vm.Name, dash(vm.IP.String(), vm.IP.IsValid()), ifNetworks(networks, dash(vm.Network, vm.Network != "")+"\t"), vm.Provider, vm.StateText(),
-				yesNo(vm.Enabled), dash(vm.LastSeen.UTC().Format(time.RFC3339), !vm.LastSeen.IsZero()),
-				scope(vm), dash(vm.Zone, vm.Zone != ""),
-				dash(strconv.Itoa(vm.UpdateDomain), vm.Provider == forewarn.Azure), spot(vm),
-				vm.Incarnation, dash(strings.Join(vm.Events, ","), len(vm.Events) > 0))
-		}
-		return tw.Flush()
-	})
+	return listCommand[engine.VMInfo]{name: "vm list", synopsis: vmListSynopsis, key: "vms", fetch: (*admin.Client).VMs,
+		table: func(tw io.Writer, vms []engine.VMInfo) {
+			// The NETWORK and HOST columns show once a VM has one: the
+			// table of a fleet on one network and of no host stays as it
+			// was.
+			cols := optionalColumnsOf(vms, func(vm engine.VMInfo) (string, string) { return vm.Network, vm.Host })
+			fmt.Fprintln(tw, "NAME\tIP\t"+cols.header()+"PROVIDER\tSTATE\tENABLED\tLAST SEEN\tSCOPE\tZONE\tUD\tSPOT\tINCARNATION\tEVENTS")
+			for _, vm := range vms {
+				fmt.Fprintf(tw, "%s\t%s\t%s%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n",
+					vm.Name, dash(vm.IP.String(), vm.IP.IsValid()), cols.cells(vm.Network, vm.Host), vm.Provider, vm.StateText(),
+					yesNo(vm.Enabled), dash(vm.LastSeen.UTC().Format(time.RFC3339), !vm.LastSeen.IsZero()),
+					scope(vm), dash(vm.Zone, vm.Zone != ""),
+					dash(strconv.Itoa(vm.UpdateDomain), vm.Provider == forewarn.Azure), spot(vm),
+					vm.Incarnation, dash(strings.Join(vm.Events, ","), len(vm.Events) > 0))
+			}
+		}}.run(ctx, args, stdout, stderr)
 }
 
-// ifNetworks returns s when networks is true, else "".
-func ifNetworks(networks bool, s string) string {
-	if networks {
-		return s
+// optionalColumns says which of the NETWORK and HOST columns of vm list
+// and of the report's VM table are shown: each once a VM has a value.
+type optionalColumns struct{ network, host bool }
+
+// optionalColumnsOf returns the optional columns of a table of items,
+// whose network and host of returns.
+func optionalColumnsOf[T any](items []T, of func(T) (network, host string)) optionalColumns {
+	var c optionalColumns
+	for _, it := range items {
+		n, h := of(it)
+		c.network, c.host = c.network || n != "", c.host || h != ""
 	}
-	return ""
+	return c
+}
+
+// header returns the headers of the columns shown, each with its tab.
+func (c optionalColumns) header() string {
+	return c.cells("NETWORK", "HOST")
+}
+
+// cells returns a row's cells of the columns shown, each with its tab:
+// network and host, "-" for none.
+func (c optionalColumns) cells(network, host string) string {
+	var s string
+	if c.network {
+		s += dash(network, network != "") + "\t"
+	}
+	if c.host {
+		s += dash(host, host != "") + "\t"
+	}
+	return s
 }
 
 // scope names the group whose events vm sees besides its own: its
@@ -272,6 +285,9 @@ func vmShow(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(tw, "IP:\t%s\n", dash(vm.IP.String(), vm.IP.IsValid()))
 		if vm.Network != "" {
 			fmt.Fprintf(tw, "Network:\t%s\n", vm.Network)
+		}
+		if vm.Host != "" {
+			fmt.Fprintf(tw, "Host:\t%s\n", vm.Host)
 		}
 		fmt.Fprintf(tw, "Provider:\t%s\n", vm.Provider)
 		fmt.Fprintf(tw, "State:\t%s\n", vm.StateText())

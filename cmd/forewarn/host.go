@@ -1,0 +1,103 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/forewarn/forewarn/admin"
+	"github.com/forewarn/forewarn/engine"
+)
+
+const (
+	hostListSynopsis = "[--json]"
+	hostShowSynopsis = "NAME [--json]"
+)
+
+const hostUsage = `usage: forewarn host <command> [arguments]
+
+commands:
+  list  ` + hostListSynopsis + `
+        list the hosts the fleet's VMs name (their host key), each with its VMs
+  show  ` + hostShowSynopsis + `
+        one host and every one of its VMs
+
+Every command takes --server URL (default $` + serverEnv + `, else ` + defaultServer + `).
+`
+
+// runHost runs 'forewarn host ...' and returns the exit code.
+func runHost(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, hostUsage)
+		return 2
+	}
+	switch args[0] {
+	case "list":
+		return hostList(ctx, args[1:], stdout, stderr)
+	case "show":
+		return hostShow(ctx, args[1:], stdout, stderr)
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, hostUsage)
+		return 0
+	}
+	fmt.Fprintf(stderr, "forewarn: unknown host command %q\n\n%s", args[0], hostUsage)
+	return 2
+}
+
+// hostListNames is how many of a host's VMs host list names before it
+// counts the rest.
+const hostListNames = 4
+
+// hostList prints the hosts as a table, or as the API's JSON.
+func hostList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return listCommand[engine.HostInfo]{name: "host list", synopsis: hostListSynopsis, key: "hosts", fetch: (*admin.Client).Hosts,
+		table: func(w io.Writer, hosts []engine.HostInfo) {
+			fmt.Fprintln(w, "HOST\tVMS\tNAMES")
+			for _, h := range hosts {
+				fmt.Fprintf(w, "%s\t%d\t%s\n", h.Name, len(h.VMs), abbreviate(h.VMs, hostListNames))
+			}
+		}}.run(ctx, args, stdout, stderr)
+}
+
+// abbreviate returns the first n of names, comma-separated, and how
+// many more there are: "a,b,c,d and 96 more".
+func abbreviate(names []string, n int) string {
+	if len(names) <= n {
+		return strings.Join(names, ",")
+	}
+	return strings.Join(names[:n], ",") + " and " + strconv.Itoa(len(names)-n) + " more"
+}
+
+// hostShow prints one host and every one of its VMs, a line each, or
+// the API's JSON.
+func hostShow(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	c := newCommand("host show", hostShowSynopsis)
+	asJSON := c.fs.Bool("json", false, "print the operator API's JSON")
+	return c.run(args, stderr, func(pos []string) error {
+		name, err := oneArg(pos, "host name")
+		if err != nil {
+			return err
+		}
+		h, err := c.client().Host(ctx, name)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return printJSON(stdout, h)
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintf(tw, "Name:\t%s\n", h.Name)
+		fmt.Fprintf(tw, "VMs:\t%d\n", len(h.VMs))
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout)
+		for _, vm := range h.VMs {
+			fmt.Fprintln(stdout, vm)
+		}
+		return nil
+	})
+}
