@@ -105,7 +105,7 @@ func (e *Engine) hostStatuses() map[string]HostStatus {
 	return out
 }
 
-// SessionSpecCheck validates spec against the fleet: the names, limits
+// checkSession validates spec against the fleet: the names, limits
 // and windows, and that no host alone holds more of a group than its
 // budget allows (the session could never start it).
 func (e *Engine) checkSession(spec *forewarn.SessionSpec) error {

@@ -263,6 +263,11 @@ func TestOperatorMemoryIsBounded(t *testing.T) {
 	}
 	all.WriteString(`,!`)
 	peak2 := base2
+	// The broken creates come from an address of their own: each is
+	// refused and its connection closed, and a new one dialed before the
+	// server has counted the old one closed must not take a reader's
+	// place under the 16 per address (a refusal on connect).
+	breaker := client("127.0.0.3")
 	var served atomic.Int64 // whole reports written
 	for round := range 5 {
 		var wg sync.WaitGroup
@@ -273,7 +278,7 @@ func TestOperatorMemoryIsBounded(t *testing.T) {
 				want := http.StatusOK
 				if round%2 == 1 && i < 8 {
 					want = http.StatusBadRequest // read to the end, then refused
-					resp, err = creator.Post("http://"+adm+"/v1/events", "application/json", bytes.NewReader(all.Bytes()))
+					resp, err = breaker.Post("http://"+adm+"/v1/events", "application/json", bytes.NewReader(all.Bytes()))
 				} else {
 					resp, err = creator.Get("http://" + adm + "/v1/report")
 				}
