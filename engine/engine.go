@@ -240,6 +240,8 @@ type Engine struct {
 	// sessions holds the maintenance sessions, each as committed (never
 	// modified: a step writes a clone).
 	sessions map[string]*forewarn.Session
+	// tsubs receive the transitions of each commit applied.
+	tsubs []func(int64, []Transition)
 	// obs receives measurements; never nil.
 	obs Observer
 }
@@ -1086,6 +1088,7 @@ func (e *Engine) commitWith(ctx context.Context, now time.Time, changed []*forew
 	if covered {
 		return nil // the follow loop installed it, and armed the timers
 	}
+	e.noteTransitions(e.rev, now, changed, sessions)
 	e.installSessions(sessions)
 	for _, c := range changed {
 		e.install(c)

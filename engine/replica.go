@@ -208,6 +208,7 @@ func (e *Engine) apply(u *forewarn.Update) bool {
 		return false
 	}
 	touched := e.touchedBy(c.Events)
+	e.noteTransitions(u.Revision, time.Now(), c.Events, c.Sessions)
 	var gone []*forewarn.VM
 	var regroup []string
 	if len(c.Inventory) > 0 || len(c.InventorySets) > 0 {
@@ -356,6 +357,7 @@ func (e *Engine) reset(st *forewarn.State) {
 	}
 	e.noteRecords(st.VMs)
 	e.setRev(st.Revision)
+	e.noteReload(st.Revision)
 	e.publish(touched)
 	e.retire(gone)
 	now := time.Now()

@@ -315,3 +315,50 @@ func TestSessionResumesAfterRestart(t *testing.T) {
 		wantHosts(t, e2, id, "Running hv2=Failed hv3=Notifying")
 	})
 }
+
+// TestSessionTransitions: the transitions of a host, its session and its
+// events, in order, the same on the replica that wrote them and on one
+// that follows the store.
+func TestSessionTransitions(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := mem.New()
+		e := newHostEngine(t, store)
+		f := newHostEngine(t, store)
+		var got [2][]string
+		for i, x := range []*engine.Engine{e, f} {
+			x.SubscribeTransitions(func(rev int64, ts []engine.Transition) {
+				for _, tr := range ts {
+					if tr.Kind != "event" {
+						got[i] = append(got[i], tr.Kind+" "+tr.ID+" "+tr.From+">"+tr.To)
+					} else {
+						got[i] = append(got[i], tr.Kind+" "+tr.Event.Resources[0]+" "+tr.From+">"+tr.To)
+					}
+				}
+			})
+		}
+		id := createSession(t, e, forewarn.SessionSpec{Hosts: []string{"hv2"}, Notice: time.Minute})
+		h := hostOf(t, e, id, "hv2")
+		if err := e.Approve(t.Context(), "a2", []string{eventFor(t, e, h, "a2").ID}); err != nil {
+			t.Fatal(err)
+		}
+		step(time.Minute)
+		if err := f.HostDone(t.Context(), "hv2"); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		want := []string{
+			"session " + id + " >Running",
+			"event a2 >Scheduled", "event web_1 >Scheduled", "host hv2 Pending>Notifying",
+			"event a2 Scheduled>Started",
+			"event web_1 Scheduled>Started",
+			"host hv2 Notifying>Ready", "host hv2 Ready>InMaintenance",
+			"event a2 Started>Completed", "event web_1 Started>Completed", "host hv2 InMaintenance>Done",
+			"session " + id + " Running>Done",
+		}
+		for i, name := range []string{"the writer", "the follower"} {
+			if !slices.Equal(got[i], want) {
+				t.Errorf("%s's transitions:\n%s\nwant:\n%s", name, strings.Join(got[i], "\n"), strings.Join(want, "\n"))
+			}
+		}
+	})
+}
