@@ -14,7 +14,14 @@ type hostsResponse struct {
 
 // handleListHosts answers every host a VM names, by name, with its VMs.
 func (s *Server) handleListHosts(w http.ResponseWriter, r *http.Request) {
-	writeList(s, w, r, "hosts", s.eng.Hosts()) // as hostsResponse
+	hosts := s.eng.Hosts()
+	st := s.eng.HostStatuses()
+	for i := range hosts {
+		h := &hosts[i]
+		x := st[h.Name]
+		h.Session, h.State, h.Reason = x.Session, x.State, x.Reason
+	}
+	writeList(s, w, r, "hosts", hosts) // as hostsResponse
 }
 
 // handleGetHost answers one host with its VMs.
@@ -25,5 +32,6 @@ func (s *Server) handleGetHost(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, forewarn.Errorf(forewarn.ENOTFOUND, "no host named %s", quote(name)))
 		return
 	}
-	s.writeJSON(w, r, http.StatusOK, engine.HostInfo{Name: name, VMs: vms})
+	x := s.eng.HostStatus(name)
+	s.writeJSON(w, r, http.StatusOK, engine.HostInfo{Name: name, VMs: vms, Session: x.Session, State: x.State, Reason: x.Reason})
 }

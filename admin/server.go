@@ -213,6 +213,15 @@ func NewServer(eng *engine.Engine, log *slog.Logger) *Server {
 	s.mux.HandleFunc("PATCH /v1/scalesets/{name}", s.handleSetScaleSet)
 	s.mux.HandleFunc("GET /v1/hosts", s.handleListHosts) // admin/host.go
 	s.mux.HandleFunc("GET /v1/hosts/{name}", s.handleGetHost)
+	s.mux.HandleFunc("GET /v1/hosts/{name}/wait", s.handleHostWait) // admin/session.go
+	s.mux.HandleFunc("POST /v1/hosts/{name}/done", s.handleHostDone)
+	s.mux.HandleFunc("POST /v1/hosts/{name}/fail", s.handleHostFail)
+	s.mux.HandleFunc("GET /v1/sessions", s.handleListSessions)
+	s.mux.HandleFunc("POST /v1/sessions", s.handleCreateSession)
+	s.mux.HandleFunc("GET /v1/sessions/{id}", s.handleGetSession)
+	s.mux.HandleFunc("POST /v1/sessions/{id}/pause", s.sessionAction(s.eng.PauseSession))
+	s.mux.HandleFunc("POST /v1/sessions/{id}/resume", s.sessionAction(s.eng.ResumeSession))
+	s.mux.HandleFunc("POST /v1/sessions/{id}/cancel", s.sessionAction(s.eng.CancelSession))
 	s.mux.HandleFunc("GET /v1/audit", s.handleAudit)
 	s.mux.HandleFunc("GET /v1/cluster", s.handleCluster)
 	s.mux.HandleFunc("GET /metrics", s.handleMetrics)

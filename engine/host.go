@@ -3,6 +3,8 @@ package engine
 import (
 	"cmp"
 	"slices"
+
+	"github.com/forewarn/forewarn"
 )
 
 // HostInfo is one host of the fleet, the hypervisor its VMs name in
@@ -11,6 +13,12 @@ type HostInfo struct {
 	Name string `json:"name"`
 	// VMs names the host's VMs, sorted.
 	VMs []string `json:"vms"`
+	// Session, State and Reason are where the host is in the newest
+	// maintenance session that names it; empty when none does. Hosts
+	// and HostVMs leave them empty: HostStatus gives them.
+	Session string             `json:"session,omitempty"`
+	State   forewarn.HostState `json:"state,omitempty"`
+	Reason  string             `json:"reason,omitempty"`
 }
 
 // Hosts returns every host that a VM of the inventory in force names,

@@ -37,18 +37,18 @@ func TestHosts(t *testing.T) {
 			want hostList
 		}{
 			{"add", engine.InventoryChange{Set: []*forewarn.VM{vm("h_b", "hv1", 2), vm("h_a", "hv1", 1), vm("h_c", "hv2", 3), vm("h_d", "", 4)}},
-				hostList{{"hv1", []string{"h_a", "h_b"}}, {"hv2", []string{"h_c"}}}},
+				hostList{{Name: "hv1", VMs: []string{"h_a", "h_b"}}, {Name: "hv2", VMs: []string{"h_c"}}}},
 			{"move h_a to hv2", engine.InventoryChange{Set: []*forewarn.VM{vm("h_a", "hv2", 1)}},
-				hostList{{"hv1", []string{"h_b"}}, {"hv2", []string{"h_a", "h_c"}}}},
+				hostList{{Name: "hv1", VMs: []string{"h_b"}}, {Name: "hv2", VMs: []string{"h_a", "h_c"}}}},
 			{"change h_a's address, not its host", engine.InventoryChange{Set: []*forewarn.VM{vm("h_a", "hv2", 11)}},
-				hostList{{"hv1", []string{"h_b"}}, {"hv2", []string{"h_a", "h_c"}}}},
+				hostList{{Name: "hv1", VMs: []string{"h_b"}}, {Name: "hv2", VMs: []string{"h_a", "h_c"}}}},
 			{"remove h_b, hv1's last VM", engine.InventoryChange{Remove: []string{"h_b"}},
-				hostList{{"hv2", []string{"h_a", "h_c"}}}},
+				hostList{{Name: "hv2", VMs: []string{"h_a", "h_c"}}}},
 			{"h_a to a new host, h_c off every host, h_d onto hv2, h_e added on hv2", engine.InventoryChange{
 				Set: []*forewarn.VM{vm("h_a", "hv3", 11), vm("h_c", "", 3), vm("h_d", "hv2", 4), vm("h_e", "hv2", 5)}},
-				hostList{{"hv2", []string{"h_d", "h_e"}}, {"hv3", []string{"h_a"}}}},
+				hostList{{Name: "hv2", VMs: []string{"h_d", "h_e"}}, {Name: "hv3", VMs: []string{"h_a"}}}},
 			{"a VM of the fleet file joins hv3", engine.InventoryChange{Set: []*forewarn.VM{{Name: "solo", Provider: forewarn.Azure, Spot: true, Host: "hv3"}}},
-				hostList{{"hv2", []string{"h_d", "h_e"}}, {"hv3", []string{"h_a", "solo"}}}},
+				hostList{{Name: "hv2", VMs: []string{"h_d", "h_e"}}, {Name: "hv3", VMs: []string{"h_a", "solo"}}}},
 		} {
 			if _, err := a.ChangeInventory(t.Context(), c.ch); err != nil {
 				t.Fatalf("%s: %v", c.what, err)

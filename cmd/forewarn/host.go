@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -24,6 +25,14 @@ commands:
         list the hosts the fleet's VMs name (their host key), each with its VMs
   show  ` + hostShowSynopsis + `
         one host and every one of its VMs
+  wait  HOST --state Notifying|Ready|InMaintenance|Done|Failed [--timeout D] [--json]
+        wait until the host reaches the state in its maintenance session
+        (exit 0), fails or is left out of it (exit 1 with the reason)
+  done  HOST [--json]
+        the host's maintenance is done: its VMs' events complete and the
+        session goes on to the next host
+  fail  HOST --reason TEXT [--json]
+        the host's maintenance failed: its session pauses
 
 Every command takes --server URL (default $` + serverEnv + `, else ` + defaultServer + `).
 `
@@ -39,6 +48,10 @@ func runHost(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return hostList(ctx, args[1:], stdout, stderr)
 	case "show":
 		return hostShow(ctx, args[1:], stdout, stderr)
+	case "wait":
+		return hostWait(ctx, args[1:], stdout, stderr)
+	case "done", "fail":
+		return hostEnd(ctx, args[0], args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, hostUsage)
 		return 0
@@ -55,9 +68,9 @@ const hostListNames = 4
 func hostList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return listCommand[engine.HostInfo]{name: "host list", synopsis: hostListSynopsis, key: "hosts", fetch: (*admin.Client).Hosts,
 		table: func(w io.Writer, hosts []engine.HostInfo) {
-			fmt.Fprintln(w, "HOST\tVMS\tNAMES")
+			fmt.Fprintln(w, "HOST\tVMS\tSTATE\tSESSION\tNAMES")
 			for _, h := range hosts {
-				fmt.Fprintf(w, "%s\t%d\t%s\n", h.Name, len(h.VMs), abbreviate(h.VMs, hostListNames))
+				fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\n", h.Name, len(h.VMs), cmp.Or(string(h.State), "-"), cmp.Or(h.Session, "-"), abbreviate(h.VMs, hostListNames))
 			}
 		}}.run(ctx, args, stdout, stderr)
 }
@@ -91,6 +104,12 @@ func hostShow(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 		fmt.Fprintf(tw, "Name:\t%s\n", h.Name)
 		fmt.Fprintf(tw, "VMs:\t%d\n", len(h.VMs))
+		if h.Session != "" {
+			fmt.Fprintf(tw, "State:\t%s (session %s)\n", h.State, h.Session)
+		}
+		if h.Reason != "" {
+			fmt.Fprintf(tw, "Reason:\t%s\n", h.Reason)
+		}
 		if err := tw.Flush(); err != nil {
 			return err
 		}

@@ -76,10 +76,10 @@ func TestHostCommands(t *testing.T) {
 	_, url := fleetServer(t, &forewarn.Fleet{VMs: vms})
 	t.Setenv(serverEnv, url)
 
-	want := "HOST   VMS  NAMES\n" +
-		"big    6    b_0,b_1,b_2,b_3 and 2 more\n" +
-		"hv-01  2    db_0,web_0\n" +
-		"hv-02  1    web_1\n"
+	want := "HOST   VMS  STATE  SESSION  NAMES\n" +
+		"big    6    -      -        b_0,b_1,b_2,b_3 and 2 more\n" +
+		"hv-01  2    -      -        db_0,web_0\n" +
+		"hv-02  1    -      -        web_1\n"
 	if out := cliOK(t, "host", "list"); out != want {
 		t.Errorf("host list:\n%s\nwant:\n%s", out, want)
 	}

@@ -7,7 +7,8 @@
 //	forewarn vm list|restart|redeploy|evict|start|delete|degrade ...
 //	forewarn maintenance start|list ...
 //	forewarn scaleset list|set ...
-//	forewarn host list|show ...
+//	forewarn host list|show|wait|done|fail ...
+//	forewarn session create|list|show|pause|resume|cancel ...
 //	forewarn agent [flags]            run the node agent on a VM
 //	forewarn audit [--json]           show recorded operator actions
 //	forewarn report [--vm NAME]       what each VM's client did, against the seeds
@@ -37,7 +38,9 @@ commands:
   fleet        apply a fleet file to the inventory, or export it
   maintenance  start or list platform maintenance waves over a scope
   scaleset     list scale sets; change a scale set's Terminate timeout or notifications
-  host         list the hosts (hypervisors) the VMs name, or show one with its VMs
+  host         list the hosts (hypervisors) the VMs name, or show one with its VMs;
+               wait for a host in a maintenance session, say it is done or failed
+  session      maintenance sessions: take hosts down one at a time within budgets
   agent        run the node agent on a VM: watch its events, run handlers, approve
   audit        show the operator actions the server recorded
   report       what each VM's client did against what the seeds ask of it
@@ -78,6 +81,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runScaleSet(ctx, args[1:], stdout, stderr)
 	case "host":
 		return runHost(ctx, args[1:], stdout, stderr)
+	case "session":
+		return runSession(ctx, args[1:], stdout, stderr)
 	case "agent":
 		return runAgent(ctx, args[1:], stdout, stderr)
 	case "audit":

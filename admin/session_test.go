@@ -1,0 +1,48 @@
+package admin_test
+
+import (
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// TestSessionRoutes: the statuses and error bodies of the session and
+// host routes. The VMs never called, so a host's events start at once.
+func TestSessionRoutes(t *testing.T) {
+	srv := httptest.NewServer(fleetAdmin(t, `
+vms:
+  - {name: a, ip: 198.18.0.2, host: hv1, provider: azure}
+  - {name: b, ip: 198.18.0.3, host: hv2, provider: azure}
+`))
+	t.Cleanup(srv.Close)
+	const json = "application/json"
+	for _, c := range []struct {
+		method, path, body string
+		status             int
+		want               string // the body's start
+	}{
+		{"POST", "/v1/sessions", `{"hosts":["hv1"],"allHosts":true}`, 400, `{"error":{"code":"invalid","message":"give hosts or allHosts, not both"}}`},
+		{"POST", "/v1/sessions", `{"hosts":["hv1"],"maxUnavailable":{"zone":"0"}}`, 400, `{"error":{"code":"invalid","message":"max unavailable per zone: \"0\" is neither a count of at least 1 nor a percent from 1% to 100%"}}`},
+		{"POST", "/v1/sessions", `{"hosts":["hv1"],"delay":"soon"}`, 400, `{"error":{"code":"invalid","message":"invalid delay \"soon\": want a duration such as 15m or 90s"}}`},
+		{"POST", "/v1/sessions", `{"hosts":["hv1"],"webhooks":["ftp://x"]}`, 400, `{"error":{"code":"invalid","message":"webhook \"ftp://x\": want an absolute http:// or https:// URL"}}`},
+		{"POST", "/v1/sessions", `{"hosts":["hv3"]}`, 404, `{"error":{"code":"not_found","message":"no VM is on host \"hv3\""}}`},
+		{"POST", "/v1/sessions", `{"hosts":["hv1"],"maxHosts":2,"delay":"1m"}`, 201, `{"id":"`},
+		{"POST", "/v1/sessions", `{"allHosts":true}`, 409, `{"error":{"code":"conflict","message":"host \"hv1\" is in session `},
+		{"GET", "/v1/hosts/hv1/wait?state=InMaintenance&timeout=5s", "", 200, `{"name":"hv1","vms":["a"],"session":"`},
+		{"GET", "/v1/hosts/hv2/wait?state=Ready&timeout=50ms", "", 504, `{"error":{"code":"unavailable","message":"host hv2 is in no session, not Ready, after 50ms"}}`},
+		{"GET", "/v1/hosts/hv1/wait?state=Ready&timeout=6m", "", 400, `{"error":{"code":"invalid","message":"timeout 6m: want more than 0s and at most 5m0s (wait longer by asking again)"}}`},
+		{"POST", "/v1/hosts/hv2/done", "", 404, `{"error":{"code":"not_found","message":"host \"hv2\" is in no session"}}`},
+		{"POST", "/v1/hosts/hv1/fail", `{}`, 400, `{"error":{"code":"invalid","message":"give a reason for the failure"}}`},
+		{"POST", "/v1/hosts/hv1/done", "", 200, `{"name":"hv1","vms":["a"],"session":"`},
+		{"POST", "/v1/sessions/nope/pause", "", 404, `{"error":{"code":"not_found","message":"no session \"nope\""}}`},
+	} {
+		status, _, body := invCall(t, srv, c.method, c.path, json, c.body)
+		if status != c.status || !strings.HasPrefix(body, c.want) {
+			t.Errorf("%s %s %s: %d %s\nwant %d %s", c.method, c.path, c.body, status, body, c.status, c.want)
+		}
+	}
+	status, _, body := invCall(t, srv, "GET", "/v1/sessions", "", "")
+	if status != 200 || !strings.Contains(body, `"state":"Done"`) || !strings.Contains(body, `"maxHosts":2,"delay":"1m0s","action":"Reboot"`) {
+		t.Errorf("GET /v1/sessions: %d %s", status, body)
+	}
+}
