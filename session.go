@@ -117,7 +117,19 @@ type SessionHost struct {
 	Ended   time.Time `json:"ended,omitzero"`
 	// Reason says why it Failed.
 	Reason string `json:"reason,omitempty"`
+	// VMCount and EventCount are how many VMs and events an ended host
+	// had: its lists are dropped when it ends, so that the session's
+	// record, written whole at each step, does not grow with the steps
+	// taken.
+	VMCount    int `json:"vmCount,omitempty"`
+	EventCount int `json:"eventCount,omitempty"`
 }
+
+// NumVMs returns how many VMs the host had when it started.
+func (h *SessionHost) NumVMs() int { return max(len(h.VMs), h.VMCount) }
+
+// NumEvents returns how many events were made for the host.
+func (h *SessionHost) NumEvents() int { return max(len(h.Events), h.EventCount) }
 
 // Session is one maintenance session as a store keeps it: written whole
 // at each of its steps.

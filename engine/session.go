@@ -352,6 +352,8 @@ func (e *Engine) endHost(ctx context.Context, host string, to forewarn.HostState
 // endHostIn records that h of s ended in state to. e.mu must be held.
 func (e *Engine) endHostIn(s *forewarn.Session, h *forewarn.SessionHost, to forewarn.HostState, reason string, now time.Time) {
 	h.State, h.Reason, h.Ended = to, reason, now.Round(0)
+	h.VMCount, h.EventCount = h.NumVMs(), h.NumEvents()
+	h.VMs, h.Events = nil, nil
 	s.LastEnded = now.Round(0)
 	if to == forewarn.HostFailed && s.State == forewarn.SessionRunning {
 		s.State, s.Reason = forewarn.SessionPaused, fmt.Sprintf("host %s failed: %s", h.Name, reason)

@@ -290,7 +290,7 @@ func fullSession(id string) *forewarn.Session {
 			{Name: "host-1", State: forewarn.HostDone, VMs: []string{"vm-a", "vm-b"}, Events: []string{eventID(1), eventID(2)},
 				Started: at(9, 0, 1), ReadyAt: at(9, 20, 2), Ended: at(9, 40, 3)},
 			{Name: "host-2", State: forewarn.HostFailed, VMs: []string{"vm-c"}, Events: []string{eventID(3)},
-				Started: at(9, 45, 4), ReadyAt: at(10, 5, 5), Ended: at(10, 30, 6), Reason: "firmware update failed"},
+				Started: at(9, 45, 4), ReadyAt: at(10, 5, 5), Ended: at(10, 30, 6), Reason: "firmware update failed", VMCount: 3, EventCount: 2},
 			{Name: "host-3", State: forewarn.HostPending},
 		},
 		Created:   time.Date(2026, 3, 1, 7, 59, 0, 123456789, time.UTC),

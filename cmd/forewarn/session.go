@@ -231,7 +231,7 @@ func printSession(w io.Writer, v *admin.SessionView) error {
 		return t.UTC().Format(time.RFC3339)
 	}
 	for _, h := range v.Hosts {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", h.Name, h.State, len(h.VMs), len(h.Events), at(h.Started), at(h.ReadyAt), at(h.Ended), cmp.Or(h.Reason, "-"))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", h.Name, h.State, h.NumVMs(), h.NumEvents(), at(h.Started), at(h.ReadyAt), at(h.Ended), cmp.Or(h.Reason, "-"))
 	}
 	return tw.Flush()
 }

@@ -104,7 +104,10 @@ func Weight(u *forewarn.Update) int {
 	}
 	for _, s := range c.Sessions {
 		if s != nil {
-			w += 1 + len(s.Hosts)
+			w++
+			for i := range s.Hosts {
+				w += 1 + len(s.Hosts[i].VMs) + len(s.Hosts[i].Events)
+			}
 		}
 	}
 	return w
