@@ -42,8 +42,8 @@ type SessionConfig struct {
 	// Steps is how many hosts are taken through (started, Done); 0 or
 	// more than the hosts means every host.
 	Steps int `json:"steps"`
-	// References is how many reference rounds run after the steps;
-	// 0 means 10.
+	// References is how many reference rounds run, half before the
+	// session and half after the steps; 0 means 10.
 	References int `json:"references"`
 	// Store is "bolt" (a file in a temporary directory) or "mem".
 	Store string `json:"store"`
@@ -66,7 +66,8 @@ type SessionReference struct {
 	Start    Latency `json:"start"`
 	Complete Latency `json:"complete"`
 	// Events is how many events one round made; BytesPerEvent what each
-	// event kept in the live heap after its round (the engine's copy
+	// event kept in the live heap after its round, over the rounds
+	// before the session (the engine's copy
 	// and index entries, and the store's: bbolt's log of recent commits
 	// for followers holds each commit's copies until it forgets them).
 	Events        int     `json:"events"`
@@ -367,6 +368,16 @@ func sessionRun(ctx context.Context, cfg SessionConfig, n int) (*SessionRun, err
 	clock := newHostClock(hosts)
 	eng.SubscribeTransitions(clock.note)
 
+	// Half the reference rounds run before the session, whose growth
+	// they measure (the store's log of recent commits has room yet, and
+	// forgets nothing), and half after the steps, on the engine and heap
+	// they left.
+	var ref refRounds
+	first := (cfg.References + 1) / 2
+	if err := ref.run(ctx, eng, hosts, 0, first, true); err != nil {
+		return nil, fmt.Errorf("reference: %w", err)
+	}
+
 	spec := forewarn.SessionSpec{Hosts: make([]string, hosts), MaxHosts: cfg.MaxHosts, Description: "forewarn bench session"}
 	for h := range hosts {
 		spec.Hosts[h] = hostName(h)
@@ -452,27 +463,26 @@ func sessionRun(ctx context.Context, cfg SessionConfig, n int) (*SessionRun, err
 			return nil, err
 		}
 	}
-	// The reference runs after the steps, on the engine and heap they
-	// left, so that both see the same collector's load.
-	if r.Reference, err = sessionReference(ctx, eng, hosts, cfg.References); err != nil {
+	if err := ref.run(ctx, eng, hosts, first, cfg.References-first, false); err != nil {
 		return nil, fmt.Errorf("reference: %w", err)
 	}
+	r.Reference = ref.report()
 	runtime.KeepAlive(docs)
 
 	r.Ready, r.Done, r.Advance = summarize(ready), summarize(done), summarize(advance)
 	r.AllocsPerStep, r.BytesPerStep = float64(mallocs)/float64(steps), float64(bytes)/float64(steps)
-	ref := r.Reference
-	r.AdvanceRatio = float64(r.Advance.P50) / float64(max(ref.Complete.P50+ref.Create.P50, 1))
-	r.ReadyRatio = float64(r.Ready.P50) / float64(max(ref.Start.P50, 1))
+	rr := r.Reference
+	r.AdvanceRatio = float64(r.Advance.P50) / float64(max(rr.Complete.P50+rr.Create.P50, 1))
+	r.ReadyRatio = float64(r.Ready.P50) / float64(max(rr.Start.P50, 1))
 	m := &r.Memory
 	if d := m.ToStep - m.FromStep; d > 0 {
 		m.PerStep = float64(m.HeapTo-m.HeapFrom) / float64(d)
 		m.EventsPerStep = float64(r.Events-eventsFrom) / float64(d)
-		m.EventBytesPerStep = m.EventsPerStep * ref.BytesPerEvent
+		m.EventBytesPerStep = m.EventsPerStep * rr.BytesPerEvent
 		m.BeyondEvents = m.PerStep - m.EventBytesPerStep
 	}
 	r.StepMet = r.Plan <= StepTarget && r.Advance.Max <= StepTarget
-	r.MemoryMet = m.BeyondEvents <= ref.BytesPerEvent
+	r.MemoryMet = m.BeyondEvents <= rr.BytesPerEvent
 	return r, nil
 }
 
@@ -567,23 +577,36 @@ func cloneBytes(s *forewarn.Session) int64 {
 	return n
 }
 
-// sessionReference runs rounds of the event work of one step without a
+// refRounds are reference rounds, the event work of one step without a
 // session, on hosts from the last one down: CreateAll of a Reboot for
 // the host's VMs, StartAll, CompleteAll.
-func sessionReference(ctx context.Context, eng *engine.Engine, hosts, rounds int) (SessionReference, error) {
-	ref := SessionReference{Rounds: rounds}
-	var create, start, complete []time.Duration
-	heap0 := liveHeap()
+type refRounds struct {
+	create, start, complete []time.Duration
+	events, rounds          int
+	mallocs, bytes          uint64
+	// grew is the live heap's growth over the rounds measured for it,
+	// which made kept events.
+	grew int64
+	kept int
+}
+
+// run runs rounds more rounds from round from; with heap, it measures
+// the live heap's growth over them.
+func (ref *refRounds) run(ctx context.Context, eng *engine.Engine, hosts, from, rounds int, heap bool) error {
+	var heap0 int64
+	if heap {
+		heap0 = liveHeap()
+	}
 	m0, b0 := allocs()
 	events := 0
-	for i := range rounds {
+	for i := from; i < from+rounds; i++ {
 		vms, _ := eng.HostVMs(hostName(hosts - 1 - i%hosts))
 		t := time.Now()
 		evs, err := eng.CreateAll(ctx, engine.Spec{Type: forewarn.Reboot, VMs: vms, Description: "forewarn bench reference"})
 		if err != nil {
-			return ref, err
+			return err
 		}
-		create = append(create, time.Since(t))
+		ref.create = append(ref.create, time.Since(t))
 		ids := make([]string, len(evs))
 		for j, ev := range evs {
 			ids[j] = ev.ID
@@ -592,19 +615,27 @@ func sessionReference(ctx context.Context, eng *engine.Engine, hosts, rounds int
 		events += len(ids)
 		t = time.Now()
 		if err := eng.StartAll(ctx, ids); err != nil {
-			return ref, err
+			return err
 		}
-		start = append(start, time.Since(t))
+		ref.start = append(ref.start, time.Since(t))
 		t = time.Now()
 		if err := eng.CompleteAll(ctx, ids); err != nil {
-			return ref, err
+			return err
 		}
-		complete = append(complete, time.Since(t))
+		ref.complete = append(ref.complete, time.Since(t))
 	}
 	m1, b1 := allocs()
-	ref.BytesPerEvent = float64(liveHeap()-heap0) / float64(events)
-	ref.Events = events / rounds
-	ref.AllocsPerRound, ref.BytesPerRound = float64(m1-m0)/float64(rounds), float64(b1-b0)/float64(rounds)
-	ref.Create, ref.Start, ref.Complete = summarize(create), summarize(start), summarize(complete)
-	return ref, nil
+	ref.mallocs, ref.bytes = ref.mallocs+m1-m0, ref.bytes+b1-b0
+	ref.events, ref.rounds = ref.events+events, ref.rounds+rounds
+	if heap {
+		ref.grew, ref.kept = liveHeap()-heap0, events
+	}
+	return nil
+}
+
+func (ref *refRounds) report() SessionReference {
+	rounds := float64(max(ref.rounds, 1))
+	return SessionReference{Rounds: ref.rounds, Create: summarize(ref.create), Start: summarize(ref.start), Complete: summarize(ref.complete),
+		Events: ref.events / max(ref.rounds, 1), BytesPerEvent: float64(ref.grew) / float64(max(ref.kept, 1)),
+		AllocsPerRound: float64(ref.mallocs) / rounds, BytesPerRound: float64(ref.bytes) / rounds}
 }

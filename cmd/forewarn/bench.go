@@ -162,7 +162,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fs.IntVar(&cfg.SetSize, "set-size", 10, "half of each host's VMs are in availability sets of this many VMs, one on each of as many consecutive hosts, with a budget of 1 down per set (0: standalone VMs, no budget)")
 		fs.IntVar(&cfg.MaxHosts, "max-hosts", 1, "the session's MaxHosts")
 		fs.IntVar(&cfg.Steps, "steps", 50, "hosts taken through (started, then Done) at each size (0: every host)")
-		fs.IntVar(&cfg.References, "references", 10, "reference rounds after the steps: CreateAll, StartAll and CompleteAll of one host's events")
+		fs.IntVar(&cfg.References, "references", 10, "reference rounds, half before the session and half after the steps: CreateAll, StartAll and CompleteAll of one host's events")
 		fs.StringVar(&cfg.HeapProfile, "heap-profile", "", "directory to write a heap profile to after the last step of each size (heap-N.pprof)")
 		fs.StringVar(&cfg.Store, "store", "bolt", "bolt (a file in a temporary directory) or mem")
 		fs.BoolVar(&cfg.Approve, "approve", false, "start a host's events by an approval from each VM instead of one StartAll")
