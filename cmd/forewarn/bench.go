@@ -34,6 +34,9 @@ modes:
   relay    'forewarn relay' in front of the server, at each fleet size: a GET's
            added latency and CPU against the same GET direct; a long-poll
            fan-out through one relay against direct, and its connections
+  session  a maintenance session over every host, in process on bolt, at each
+           fleet size: its plan, each step (start a host's events, Done,
+           the next host Notifying), the heap as steps go by
 
 Every mode takes --json. Run 'forewarn bench <mode> -h' for its flags.
 `
@@ -152,6 +155,25 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 	case "relay":
 		run = benchRelayFlags(ctx, fs, self, base)
+	case "session":
+		cfg := bench.SessionConfig{}
+		sizes := fs.String("sizes", "1000,10000,100000", "fleet sizes, comma-separated: a fresh engine and store for each")
+		fs.IntVar(&cfg.VMsPerHost, "vms-per-host", 100, "VMs on each host")
+		fs.IntVar(&cfg.SetSize, "set-size", 10, "half of each host's VMs are in availability sets of this many VMs, one on each of as many consecutive hosts, with a budget of 1 down per set (0: standalone VMs, no budget)")
+		fs.IntVar(&cfg.MaxHosts, "max-hosts", 1, "the session's MaxHosts")
+		fs.IntVar(&cfg.Steps, "steps", 50, "hosts taken through (started, then Done) at each size (0: every host)")
+		fs.IntVar(&cfg.References, "references", 10, "reference rounds, half before the session and half after the steps: CreateAll, StartAll and CompleteAll of one host's events")
+		fs.StringVar(&cfg.HeapProfile, "heap-profile", "", "directory to write a heap profile to after the last step of each size (heap-N.pprof)")
+		fs.StringVar(&cfg.Store, "store", "bolt", "bolt (a file in a temporary directory) or mem")
+		fs.BoolVar(&cfg.Approve, "approve", false, "start a host's events by an approval from each VM instead of one StartAll")
+		run = func() (any, error) {
+			var err error
+			cfg.Sizes, err = parseSizes("--sizes", *sizes)
+			if err != nil {
+				return nil, err
+			}
+			return bench.Session(ctx, cfg)
+		}
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, benchUsage)
 		return 0
@@ -252,6 +274,8 @@ func printBench(w io.Writer, rep any) {
 		printInventory(tw, r)
 	case *bench.RelayReport:
 		printRelay(tw, r)
+	case *bench.SessionReport:
+		printSession(tw, r)
 	case *bench.WideReport:
 		ms := func(d time.Duration) string { return fmt.Sprintf("%.1fms", float64(d)/1e6) }
 		if r.Config.Provider == forewarn.Azure {
@@ -372,5 +396,57 @@ func printInventory(tw *tabwriter.Writer, r *bench.InventoryReport) {
 	fmt.Fprintln(tw, "\nVMS\tRSS AT START\tGROWTH, APPLY OF N\tMET\tPEAK GROWTH, WHOLE RUN")
 	for _, x := range r.Runs {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", x.VMs, mb(x.RSSStart), mb(x.ApplyGrowth), met(x.RSSMet), mb(x.PeakGrowth))
+	}
+}
+
+// parseSizes parses the comma-separated fleet sizes of the flag name.
+func parseSizes(name, list string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(list, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil {
+			return nil, fmt.Errorf("%s %q: %q is not a number", name, list, f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// printSession prints a session report: the plan and the steps against
+// the target and the reference, then the heap over the steps.
+func printSession(tw *tabwriter.Writer, r *bench.SessionReport) {
+	ms := func(d time.Duration) string { return fmt.Sprintf("%.1fms", float64(d)/1e6) }
+	kb := func(n float64) string { return fmt.Sprintf("%.1f KB", n/1e3) }
+	met := func(ok bool) string {
+		if ok {
+			return "yes"
+		}
+		return "NO"
+	}
+	c := r.Config
+	how := "StartAll"
+	if c.Approve {
+		how = "an approval from each VM"
+	}
+	fmt.Fprintf(tw, "maintenance session on %s, %d VMs a host, sets of %d, max hosts %d, events started with %s; target: plan and each advance ≤ %v\n",
+		c.Store, c.VMsPerHost, c.SetSize, c.MaxHosts, how, r.Target)
+	fmt.Fprintln(tw, "VMS\tHOSTS\tSTEPS\tCREATE\tPLAN\tREADY P50\tP99\tMAX\tDONE P50\tADVANCE P50\tP99\tMAX\tALLOCS/STEP\tBYTES/STEP\tMET")
+	for _, x := range r.Runs {
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f\t%.1f MB\t%s\n", x.VMs, x.Hosts, x.Steps, ms(x.Create), ms(x.Plan),
+			ms(x.Ready.P50), ms(x.Ready.P99), ms(x.Ready.Max), ms(x.Done.P50), ms(x.Advance.P50), ms(x.Advance.P99), ms(x.Advance.Max),
+			x.AllocsPerStep, x.BytesPerStep/1e6, met(x.StepMet))
+	}
+	fmt.Fprintln(tw, "\nREFERENCE, ONE HOST'S VMS\tEVENTS\tCREATEALL P50\tSTARTALL P50\tCOMPLETEALL P50\tALLOCS/ROUND\tBYTES/ROUND\tADVANCE ÷ (COMPLETE+CREATE)\tREADY ÷ START")
+	for _, x := range r.Runs {
+		f := x.Reference
+		fmt.Fprintf(tw, "%d VMs, %d rounds\t%d\t%s\t%s\t%s\t%.0f\t%.1f MB\t%.2f\t%.2f\n", x.VMs, f.Rounds, f.Events, ms(f.Create.P50), ms(f.Start.P50), ms(f.Complete.P50),
+			f.AllocsPerRound, f.BytesPerRound/1e6, x.AdvanceRatio, x.ReadyRatio)
+	}
+	fmt.Fprintln(tw, "\nVMS\tHEAP AFTER STEP\tAFTER STEP\tGROWTH/STEP\tEVENTS/STEP\tB/EVENT\tBEYOND EVENTS/STEP\tRECORD JSON\tRECORD IN MEMORY\tBOLT FILE\tMET")
+	for _, x := range r.Runs {
+		m := x.Memory
+		fmt.Fprintf(tw, "%d\t%d: %.1f MB\t%d: %.1f MB\t%s\t%.0f\t%.0f\t%s\t%s → %s\t%s → %s\t%.1f → %.1f MB\t%s\n", x.VMs, m.FromStep, float64(m.HeapFrom)/1e6, m.ToStep, float64(m.HeapTo)/1e6,
+			kb(m.PerStep), m.EventsPerStep, x.Reference.BytesPerEvent, kb(m.BeyondEvents), kb(float64(m.RecordFrom)), kb(float64(m.RecordTo)),
+			kb(float64(m.CloneFrom)), kb(float64(m.CloneTo)), float64(m.FileFrom)/1e6, float64(m.FileTo)/1e6, met(x.MemoryMet))
 	}
 }
