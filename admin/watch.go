@@ -260,7 +260,9 @@ func (e *watchEntry) json() ([]byte, error) {
 	if b := e.line.Load(); b != nil {
 		return *b, nil
 	}
-	b, err := json.Marshal(e.t)
+	t := *e.t
+	t.Time = t.Time.UTC() // the same bytes whatever the server's zone
+	b, err := json.Marshal(&t)
 	if err != nil {
 		return nil, err
 	}
