@@ -468,15 +468,17 @@ func Encode(index int, t *engine.Transition) ([]byte, error) {
 	if t.Kind == "host" {
 		session = t.Session
 	}
+	data := *t
+	data.Time = t.Time.UTC() // the same bytes whatever the server's zone
 	return json.Marshal(CloudEvent{
 		SpecVersion:     "1.0",
 		ID:              ID(t.Revision, index),
 		Source:          "/forewarn/sessions/" + session,
 		Type:            "io.forewarn." + t.Kind + "." + strings.ToLower(t.To),
 		Subject:         t.ID,
-		Time:            t.Time.UTC(),
+		Time:            data.Time,
 		DataContentType: "application/json",
-		Data:            t,
+		Data:            &data,
 	})
 }
 
