@@ -119,6 +119,9 @@ func (l *watchLog) add(rev int64, ts []engine.Transition) {
 	if ts == nil {
 		l.forget(len(l.ents))
 		l.floor = max(l.floor, rev)
+		// A place no transition takes: every stream's place is now
+		// forgotten, so that it sends a reset.
+		l.base++
 	}
 	for i := range ts {
 		e := &watchEntry{t: &ts[i], weight: transitionWeight(&ts[i]), last: i == len(ts)-1}

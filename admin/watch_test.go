@@ -241,17 +241,29 @@ func TestWatchEventStream(t *testing.T) {
 		if got := w.take(); got != ": heartbeat 101\n\n" {
 			t.Errorf("at 15 s: %q", got)
 		}
+		// A reload skipped commits: a reset, and the stream goes on.
+		admin.AddTransitions(s, 150, nil)
+		synctest.Wait()
+		if got, want := w.take(), "id: 150\ndata: {\"kind\":\"reset\",\"revision\":150}\n\n"; got != want {
+			t.Errorf("after a reload: %q, want %q", got, want)
+		}
+		admin.AddTransitions(s, 151, []engine.Transition{tr(151, "host", "hv1", "Done")})
+		synctest.Wait()
+		if got, want := w.take(), "id: 151\ndata: "+trLine(151, "host", "hv1", "Done")+"\n\n"; got != want {
+			t.Errorf("after the reload: %q, want %q", got, want)
+		}
 		w.stop()
 
-		again := watch(t, s, "192.0.2.1", "/v1/watch?kind=host,session", nil, sse, "Last-Event-ID: 100")
-		if got := again.take(); got != c101 {
-			t.Errorf("after Last-Event-ID 100:\n%q\nwant\n%q", got, c101)
+		// The log holds the commits after 150 only now.
+		again := watch(t, s, "192.0.2.1", "/v1/watch?kind=host,session", nil, sse, "Last-Event-ID: 150")
+		if got, want := again.take(), "id: 151\ndata: "+trLine(151, "host", "hv1", "Done")+"\n\n"; got != want {
+			t.Errorf("after Last-Event-ID 150:\n%q\nwant\n%q", got, want)
 		}
 		again.stop()
 		// ?since= wins over Last-Event-ID; a revision before the log's
 		// first gets a reset, with its revision as the id.
-		reset := watch(t, s, "192.0.2.1", "/v1/watch?since=0", nil, sse, "Last-Event-ID: 100")
-		if got, want := reset.take(), "id: 101\ndata: {\"kind\":\"reset\",\"revision\":101}\n\n"; got != want {
+		reset := watch(t, s, "192.0.2.1", "/v1/watch?since=100", nil, sse, "Last-Event-ID: 150")
+		if got, want := reset.take(), "id: 151\ndata: {\"kind\":\"reset\",\"revision\":151}\n\n"; got != want {
 			t.Errorf("since 0: %q, want %q", got, want)
 		}
 		reset.stop()
