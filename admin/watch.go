@@ -327,6 +327,11 @@ func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	if r.Method == http.MethodHead {
+		// The headers alone: a HEAD holds no stream.
+		w.Header().Set("Content-Type", watchType(wr.sse))
+		return
+	}
 	leave, err := s.watch.join(caller(r), cmp0(s.MaxWatchesPerSource, DefaultMaxWatchesPerSource), cmp0(s.MaxWatches, DefaultMaxWatches))
 	if err != nil {
 		w.Header().Set("Retry-After", "5")
@@ -336,11 +341,7 @@ func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request) {
 	defer leave()
 	ws := &watchStream{w: w, rc: http.NewResponseController(w), req: wr}
 	defer func() { _ = ws.rc.SetWriteDeadline(time.Time{}) }() // not every writer takes deadlines
-	if wr.sse {
-		w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
-	} else {
-		w.Header().Set("Content-Type", "application/x-ndjson")
-	}
+	w.Header().Set("Content-Type", watchType(wr.sse))
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
@@ -397,6 +398,14 @@ func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request) {
 			due = true
 		}
 	}
+}
+
+// watchType is the Content-Type of a watch stream.
+func watchType(sse bool) string {
+	if sse {
+		return "text/event-stream; charset=utf-8"
+	}
+	return "application/x-ndjson"
 }
 
 // cmp0 returns n, or def when n is not positive.

@@ -359,6 +359,12 @@ func TestWatchRequests(t *testing.T) {
 			t.Errorf("%s: %d %s", target, w.Code, w.Body)
 		}
 	}
+	// A HEAD gets the headers and holds no stream.
+	w := httptest.NewRecorder()
+	s.ServeHTTP(w, httptest.NewRequest("HEAD", "http://localhost/v1/watch", nil))
+	if w.Code != 200 || w.Header().Get("Content-Type") != "application/x-ndjson" || w.Body.Len() != 0 {
+		t.Errorf("HEAD: %d %q %q", w.Code, w.Header().Get("Content-Type"), w.Body)
+	}
 }
 
 // TestClientWatch: Client.Watch over a real connection yields the
