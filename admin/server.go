@@ -35,6 +35,7 @@ import (
 	"github.com/forewarn/forewarn/history"
 	"github.com/forewarn/forewarn/metrics"
 	"github.com/forewarn/forewarn/ui"
+	"github.com/forewarn/forewarn/webhook"
 )
 
 // CreateRequest is the body of POST /v1/events.
@@ -175,6 +176,13 @@ type Server struct {
 	largeWait time.Duration
 	// ui is the dashboard served under /ui/.
 	ui *ui.Handler
+	// GET /v1/watch (admin/watch.go): the recent transitions, and the
+	// caps of the streams (0 means the default). Set them before serving.
+	watch                           *watchLog
+	MaxWatches, MaxWatchesPerSource int
+	// Webhooks, when set, delivers the sessions' transitions; a session
+	// may name webhooks only when it is Configured. Set it before serving.
+	Webhooks *webhook.Sender
 }
 
 // NewServer returns a Server that acts on eng and logs internal errors to
@@ -226,6 +234,8 @@ func NewServer(eng *engine.Engine, log *slog.Logger) *Server {
 	s.mux.HandleFunc("GET /v1/cluster", s.handleCluster)
 	s.mux.HandleFunc("GET /metrics", s.handleMetrics)
 	s.mux.HandleFunc("GET /v1/report", s.handleReport) // admin/report.go
+	s.mux.HandleFunc("GET /v1/watch", s.handleWatch)   // admin/watch.go
+	s.watch = newWatchLog(eng)
 	// Go's profiler, behind the same loopback-or-token rule as the rest.
 	s.mux.HandleFunc("GET /debug/pprof/", pprof.Index)
 	s.mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
@@ -238,10 +248,13 @@ func NewServer(eng *engine.Engine, log *slog.Logger) *Server {
 	return s
 }
 
-// Shutdown ends the dashboard's event streams, so that the
+// Shutdown ends the dashboard's event streams and the watch streams, so that the
 // http.Server's Shutdown need not wait for them. Register it with the
 // server's RegisterOnShutdown.
-func (s *Server) Shutdown() { s.ui.Shutdown() }
+func (s *Server) Shutdown() {
+	s.ui.Shutdown()
+	s.watch.shutdown()
+}
 
 // ServeHTTP routes r. Requests that match no route are answered in the
 // API's JSON error shape rather than the mux's plain text. Writes are

@@ -46,6 +46,8 @@ type Metrics struct {
 	approvalToStart  prometheus.Histogram
 	deadlineLag      prometheus.Histogram
 	commit           prometheus.Observer
+
+	hooks *webhookMetrics // metrics/webhook.go
 }
 
 var _ engine.Observer = (*Metrics)(nil)
@@ -112,6 +114,7 @@ func New(store string) *Metrics {
 	m.commit = commit.WithLabelValues(store)
 	m.byVM = m.approvals.WithLabelValues(byVM)
 	m.byOperator = m.approvals.WithLabelValues(byOperator)
+	m.hooks = newWebhookMetrics(m.reg)
 	m.reg.MustRegister(m.requests, m.duration, m.throttled, m.longPolls, m.transitions, m.approvals,
 		m.noticeToApproval, m.approvalToStart, m.deadlineLag, commit,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -156,6 +156,12 @@ type Config struct {
 	// caps. Fleet VMs' addresses are strangers there: 4 connections each,
 	// a quarter of AdminMaxConns together.
 	AdminMaxConnsPerSource, AdminMaxConns int
+	// Webhooks receive every session's host and session transitions,
+	// signed with the secret in WebhookSecretFile (required with them;
+	// without it, sessions may not name webhooks of their own). See
+	// package webhook.
+	Webhooks          []string
+	WebhookSecretFile string
 	// Logger receives the server's logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -212,6 +218,9 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if err := c.validateNeutron(); err != nil {
+		return err
+	}
+	if err := c.validateWebhooks(); err != nil { // server/webhook.go
 		return err
 	}
 	if c.Fleet != nil && c.FleetFile != "" {

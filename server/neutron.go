@@ -1,17 +1,13 @@
 package server
 
 import (
-	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/netip"
-	"os"
-	"runtime"
 	"slices"
 
 	"github.com/forewarn/forewarn"
@@ -63,26 +59,9 @@ const minNeutronSecretBytes = 16
 // owner can read or change, or an empty one, is refused; a short secret
 // is taken with a warning, since it must be neutron's.
 func loadNeutronSecret(path string, log *slog.Logger) ([]byte, error) {
-	f, err := os.Open(path)
+	secret, err := loadSecret("--neutron-secret-file", path, "neutron's metadata_proxy_shared_secret")
 	if err != nil {
-		return nil, forewarn.Errorf(forewarn.EINVALID, "--neutron-secret-file: %v", err)
-	}
-	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return nil, forewarn.Errorf(forewarn.EINVALID, "--neutron-secret-file: %v", err)
-	}
-	// Windows has no group and other permission bits to check.
-	if perm := info.Mode().Perm(); perm&0o077 != 0 && runtime.GOOS != "windows" {
-		return nil, forewarn.Errorf(forewarn.EINVALID, "--neutron-secret-file %s has mode %04o: others than its owner can read or change it; run: chmod 600 %s", path, perm, path)
-	}
-	b, err := io.ReadAll(f)
-	if err != nil {
-		return nil, forewarn.Errorf(forewarn.EINVALID, "--neutron-secret-file: %v", err)
-	}
-	secret := bytes.TrimSpace(b)
-	if len(secret) == 0 {
-		return nil, forewarn.Errorf(forewarn.EINVALID, "--neutron-secret-file %s is empty: write neutron's metadata_proxy_shared_secret to it", path)
+		return nil, err
 	}
 	if len(secret) < minNeutronSecretBytes {
 		log.Warn(fmt.Sprintf("the neutron shared secret is %d bytes, shorter than %d: one signed request is enough to guess it; set a longer random metadata_proxy_shared_secret in neutron and in --neutron-secret-file", len(secret), minNeutronSecretBytes),

@@ -48,6 +48,7 @@ import (
 	"github.com/forewarn/forewarn/internal/connlimit"
 	"github.com/forewarn/forewarn/mem"
 	"github.com/forewarn/forewarn/metrics"
+	"github.com/forewarn/forewarn/webhook"
 )
 
 // Server is one Forewarn server: New makes it, listening; Run serves
@@ -71,7 +72,8 @@ type Server struct {
 	gc      *gce.Server
 	ec2     *aws.Server
 	adm     *admin.Server
-	md      http.Handler // the metadata API's router
+	hooks   *webhook.Sender // server/webhook.go
+	md      http.Handler    // the metadata API's router
 
 	// addrs are the metadata and operator listeners' addresses;
 	// relayAddr and neutronAddr are those of the relay and neutron
@@ -245,6 +247,11 @@ func newServer(ctx context.Context, cfg Config) (_ *Server, err error) {
 	s.adm = admin.NewServer(s.eng, s.log)
 	s.adm.Token, s.adm.Audit, s.adm.Metrics = token, s.audit, s.mets
 	s.adm.AllowedHosts = cfg.AdminAllowedHosts
+	if s.hooks, err = s.newWebhooks(); err != nil {
+		return nil, err
+	}
+	undo = append(undo, s.hooks.Close)
+	s.adm.Webhooks = s.hooks
 	if s.cluster != nil {
 		s.adm.Cluster = s.cluster.Replicas
 	}
@@ -409,6 +416,7 @@ func (s *Server) release() {
 	s.mu.Lock()
 	s.state = done
 	s.mu.Unlock()
+	s.hooks.Close()
 	s.eng.Close()
 	if err := s.store.Close(); err != nil {
 		s.log.Error("close store", "err", err)

@@ -48,6 +48,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 		return nil
 	})
+	fs.Func("webhook", "`URL` (http or https) that receives every session's host and session transitions as signed CloudEvents; repeatable (needs --webhook-secret-file)", func(v string) error {
+		cfg.Webhooks = append(cfg.Webhooks, v)
+		return nil
+	})
+	fs.StringVar(&cfg.WebhookSecretFile, "webhook-secret-file", "", "`file` holding the secret (at least 16 bytes, mode 0600) that signs webhook deliveries (HMAC-SHA256); without it, sessions may not name webhooks")
 	fs.StringVar(&cfg.DataDir, "data", cfg.DataDir, "directory of the embedded store and the audit log, created if missing")
 	fs.StringVar(&cfg.Store, "store", cfg.Store, "where state is kept: bolt (embedded, one server), etcd (several replicas share it) or mem (in memory, kept nowhere)")
 	fs.Func("etcd-endpoints", "etcd client URLs, comma-separated (with --store etcd)", appendList(&cfg.EtcdEndpoints))
