@@ -275,7 +275,7 @@ func printBench(w io.Writer, rep any) {
 	case *bench.RelayReport:
 		printRelay(tw, r)
 	case *bench.SessionReport:
-		printSession(tw, r)
+		printBenchSession(tw, r)
 	case *bench.WideReport:
 		ms := func(d time.Duration) string { return fmt.Sprintf("%.1fms", float64(d)/1e6) }
 		if r.Config.Provider == forewarn.Azure {
@@ -412,9 +412,9 @@ func parseSizes(name, list string) ([]int, error) {
 	return out, nil
 }
 
-// printSession prints a session report: the plan and the steps against
+// printBenchSession prints a session report: the plan and the steps against
 // the target and the reference, then the heap over the steps.
-func printSession(tw *tabwriter.Writer, r *bench.SessionReport) {
+func printBenchSession(tw *tabwriter.Writer, r *bench.SessionReport) {
 	ms := func(d time.Duration) string { return fmt.Sprintf("%.1fms", float64(d)/1e6) }
 	kb := func(n float64) string { return fmt.Sprintf("%.1f KB", n/1e3) }
 	met := func(ok bool) string {
