@@ -10,6 +10,7 @@ import (
 
 	"github.com/forewarn/forewarn"
 	"github.com/forewarn/forewarn/engine"
+	"github.com/forewarn/forewarn/webhook"
 )
 
 // SessionRequest is the body of POST /v1/sessions.
@@ -99,20 +100,11 @@ func (req *SessionRequest) spec(eng *engine.Engine) (forewarn.SessionSpec, error
 		}
 	}
 	for _, u := range req.Webhooks {
-		if err := checkWebhookURL(u); err != nil {
+		if err := webhook.ValidURL(u); err != nil {
 			return spec, err
 		}
 	}
 	return spec, nil
-}
-
-// checkWebhookURL refuses a webhook that is not an absolute http or
-// https URL.
-func checkWebhookURL(u string) error {
-	if !(strings.HasPrefix(u, "http://") || strings.HasPrefix(u, "https://")) || len(u) > 2048 {
-		return forewarn.Errorf(forewarn.EINVALID, "webhook %s: want an absolute http:// or https:// URL", quote(u))
-	}
-	return nil
 }
 
 // viewOf returns the operator API's view of s.
@@ -152,6 +144,9 @@ func (s *Server) handleCreateSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	spec, err := req.spec(s.eng)
+	if err == nil && len(spec.Webhooks) > 0 && !s.Webhooks.Configured() {
+		err = forewarn.Errorf(forewarn.EINVALID, "this server signs no webhooks (start it with --webhook-secret-file): a session's webhooks would never be sent")
+	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return
