@@ -156,7 +156,7 @@ func TestWatchSession(t *testing.T) {
 `+strings.Repeat(hb, 4), subs...)
 		tail := fill(`{"revision":7,"time":"2000-01-01T00:01:10Z","kind":"host","id":"hv2","session":"SID","from":"Notifying","to":"Ready",`+fmt.Sprintf(host, "Ready", ready)+`
 {"revision":7,"time":"2000-01-01T00:01:10Z","kind":"host","id":"hv2","session":"SID","from":"Ready","to":"InMaintenance",`+fmt.Sprintf(host, "InMaintenance", ready)+`
-{"revision":8,"time":"2000-01-01T00:01:10Z","kind":"host","id":"hv2","session":"SID","from":"InMaintenance","to":"Done",`+fmt.Sprintf(host, "Done", ready+`,"ended":"2000-01-01T00:01:10Z"`)+`
+{"revision":8,"time":"2000-01-01T00:01:10Z","kind":"host","id":"hv2","session":"SID","from":"InMaintenance","to":"Done","host":{"name":"hv2","state":"Done","started":"2000-01-01T00:00:00Z"`+ready+`,"ended":"2000-01-01T00:01:10Z","vmCount":2,"eventCount":2}}
 {"revision":9,"time":"2000-01-01T00:01:10Z","kind":"session","id":"SID","from":"Running","to":"Done"}
 `, subs...)
 		if got := hosts.take(); got != live+tail {
