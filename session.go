@@ -51,6 +51,10 @@ const (
 	HostFailed HostState = "Failed"
 )
 
+// Ended reports whether a session in state s is over: Cancelled or
+// Done. It starts no more hosts.
+func (s SessionState) Ended() bool { return s == SessionCancelled || s == SessionDone }
+
 // Ended reports whether a host in state s is over: Done or Failed.
 func (s HostState) Ended() bool { return s == HostDone || s == HostFailed }
 

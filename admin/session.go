@@ -259,21 +259,16 @@ func (s *Server) handleHostWait(w http.ResponseWriter, r *http.Request) {
 	for {
 		adv := s.eng.Advanced()
 		st := s.eng.HostStatus(name)
-		cancelled := false
-		if st.Session != "" && st.State == forewarn.HostPending {
-			if ses, err := s.eng.Session(st.Session); err == nil && (ses.State == forewarn.SessionCancelled || ses.State == forewarn.SessionDone) {
-				cancelled = true
-			}
-		}
+		reached := st.Session != "" && (st.State == want ||
+			want != forewarn.HostFailed && st.State != forewarn.HostFailed && hostOrder[st.State] >= rank)
 		switch {
-		case st.State == want && want == forewarn.HostFailed,
-			st.State != forewarn.HostFailed && st.Session != "" && hostOrder[st.State] >= rank && want != forewarn.HostFailed:
+		case reached:
 			s.handleGetHost(w, r)
 			return
 		case st.State == forewarn.HostFailed:
 			s.writeError(w, r, forewarn.Errorf(forewarn.ECONFLICT, "host %s failed in session %s: %s", name, st.Session, st.Reason))
 			return
-		case cancelled:
+		case st.State == forewarn.HostPending && st.SessionState.Ended():
 			s.writeError(w, r, forewarn.Errorf(forewarn.ECONFLICT, "host %s will not be %s: session %s ended before it started", name, want, st.Session))
 			return
 		}

@@ -42,7 +42,23 @@ vms:
 			t.Errorf("%s %s %s: %d %s\nwant %d %s", c.method, c.path, c.body, status, body, c.status, c.want)
 		}
 	}
-	status, _, body := invCall(t, srv, "GET", "/v1/sessions", "", "")
+	// A host left Pending by a cancelled session will never be Ready.
+	status, _, body := invCall(t, srv, "POST", "/v1/sessions", json, `{"hosts":["hv1","hv2"]}`)
+	id, _, _ := strings.Cut(strings.TrimPrefix(body, `{"id":"`), `"`)
+	if status != 201 {
+		t.Fatalf("a second session: %d %s", status, body)
+	}
+	if status, _, body = invCall(t, srv, "POST", "/v1/sessions/"+id+"/cancel", "", ""); status != 200 || !strings.Contains(body, `"state":"Cancelled"`) {
+		t.Fatalf("cancel: %d %s", status, body)
+	}
+	status, _, body = invCall(t, srv, "GET", "/v1/hosts/hv2/wait?state=Ready&timeout=5s", "", "")
+	if want := `{"error":{"code":"conflict","message":"host hv2 will not be Ready: session ` + id + ` ended before it started"}}`; status != 409 || !strings.HasPrefix(body, want) {
+		t.Errorf("wait for a host its cancelled session never started: %d %s\nwant 409 %s", status, body, want)
+	}
+	if status, _, body = invCall(t, srv, "POST", "/v1/hosts/hv1/done", "", ""); status != 200 {
+		t.Errorf("done of the cancelled session's host in maintenance: %d %s", status, body)
+	}
+	status, _, body = invCall(t, srv, "GET", "/v1/sessions", "", "")
 	if status != 200 || !strings.Contains(body, `"state":"Done"`) || !strings.Contains(body, `"maxHosts":2,"delay":"1m0s","action":"Reboot"`) {
 		t.Errorf("GET /v1/sessions: %d %s", status, body)
 	}

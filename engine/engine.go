@@ -943,8 +943,7 @@ func (e *Engine) Complete(ctx context.Context, id string) error {
 // Errors: ENOTFOUND, ECONFLICT when an event is not Started.
 func (e *Engine) CompleteAll(ctx context.Context, ids []string) error {
 	return e.transition(ctx, ids, []forewarn.Status{forewarn.Started}, func(c *forewarn.Event, now time.Time) error {
-		c.Status = forewarn.Completed
-		c.EndedAt = now.Round(0)
+		end(c, forewarn.Completed, now)
 		return nil
 	})
 }
@@ -954,10 +953,14 @@ func (e *Engine) CompleteAll(ctx context.Context, ids []string) error {
 // Errors: ENOTFOUND, ECONFLICT when the event is neither.
 func (e *Engine) Cancel(ctx context.Context, id string) error {
 	return e.transition(ctx, []string{id}, []forewarn.Status{forewarn.Scheduled, forewarn.Pending}, func(c *forewarn.Event, now time.Time) error {
-		c.Status = forewarn.Canceled
-		c.EndedAt = now.Round(0)
+		end(c, forewarn.Canceled, now)
 		return nil
 	})
+}
+
+// end ends c, a copy of an event, now in status (Completed or Canceled).
+func end(c *forewarn.Event, status forewarn.Status, now time.Time) {
+	c.Status, c.EndedAt = status, now.Round(0)
 }
 
 // Reschedule moves a Scheduled EC2 scheduled event to start at

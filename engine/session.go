@@ -73,6 +73,8 @@ type HostStatus struct {
 	Session string             `json:"session,omitempty"`
 	State   forewarn.HostState `json:"state,omitempty"`
 	Reason  string             `json:"reason,omitempty"`
+	// SessionState is the state of that session.
+	SessionState forewarn.SessionState `json:"sessionState,omitempty"`
 }
 
 // HostStatus returns where the host name is in the newest session that
@@ -99,7 +101,7 @@ func (e *Engine) hostStatuses() map[string]HostStatus {
 				continue
 			}
 			created[h.Name] = s.Created
-			out[h.Name] = HostStatus{Session: s.ID, State: h.State, Reason: h.Reason}
+			out[h.Name] = HostStatus{Session: s.ID, State: h.State, Reason: h.Reason, SessionState: s.State}
 		}
 	}
 	return out
@@ -112,15 +114,16 @@ func (e *Engine) checkSession(spec *forewarn.SessionSpec) error {
 	if len(spec.Hosts) == 0 {
 		return forewarn.Errorf(forewarn.EINVALID, "a session needs at least one host")
 	}
-	seen := make(map[string]bool, len(spec.Hosts))
+	vmsOf := make(map[string][]string, len(spec.Hosts))
 	for _, h := range spec.Hosts {
-		if seen[h] {
+		if _, ok := vmsOf[h]; ok {
 			return forewarn.Errorf(forewarn.EINVALID, "host %q is named twice", h)
 		}
-		seen[h] = true
-		if _, ok := e.HostVMs(h); !ok {
+		names, ok := e.HostVMs(h)
+		if !ok {
 			return forewarn.Errorf(forewarn.ENOTFOUND, "no VM is on host %q", h)
 		}
+		vmsOf[h] = names
 	}
 	if spec.MaxHosts < 0 {
 		return forewarn.Errorf(forewarn.EINVALID, "max hosts %d is negative", spec.MaxHosts)
@@ -153,22 +156,22 @@ func (e *Engine) checkSession(spec *forewarn.SessionSpec) error {
 	}
 	// Each type's minimum notice, for the types the hosts' VMs get.
 	action, _ := sessionAction(spec.Action)
-	for _, h := range spec.Hosts {
-		names, _ := e.HostVMs(h)
+	types := make(map[forewarn.EventType]bool)
+	for _, names := range vmsOf {
 		for _, name := range names {
-			vm := e.vm(name)
-			if vm == nil {
-				continue
+			if vm := e.vm(name); vm != nil {
+				types[hostEventType(vm, action)] = true
 			}
-			if err := e.checkNotice(hostEventType(vm, action), cmp.Or(spec.Notice, hostEventType(vm, action).MinNotice()), false); err != nil {
-				return err
-			}
+		}
+	}
+	for _, t := range slices.Sorted(maps.Keys(types)) {
+		if err := e.checkNotice(t, cmp.Or(spec.Notice, t.MinNotice()), false); err != nil {
+			return err
 		}
 	}
 	sizes := e.groupSizes(spec)
 	for _, h := range spec.Hosts {
-		names, _ := e.HostVMs(h)
-		if g, n, limit, over := e.overBudget(spec, names, nil, sizes); over {
+		if g, n, limit, over := e.overBudget(spec, vmsOf[h], nil, sizes); over {
 			return forewarn.Errorf(forewarn.EINVALID, "host %q alone holds %d VMs of %s, over its budget of %d: the session could never start it", h, n, g, limit)
 		}
 	}
@@ -225,7 +228,8 @@ func (e *Engine) CreateSession(ctx context.Context, spec forewarn.SessionSpec) (
 		busy := make(map[string]string)
 		for _, o := range e.sessions {
 			for _, h := range o.Hosts {
-				if h.State != forewarn.HostPending && !h.State.Ended() || h.State == forewarn.HostPending && o.State != forewarn.SessionCancelled && o.State != forewarn.SessionDone {
+				// A Pending host is free once its session has ended.
+				if !h.State.Ended() && (h.State != forewarn.HostPending || !o.State.Ended()) {
 					busy[h.Name] = o.ID
 				}
 			}
@@ -280,7 +284,7 @@ func (e *Engine) ResumeSession(ctx context.Context, id string) error {
 // Errors: ENOTFOUND, ECONFLICT when it is Cancelled or Done.
 func (e *Engine) CancelSession(ctx context.Context, id string) error {
 	return e.changeSession(ctx, id, func(s *forewarn.Session, now time.Time) ([]*forewarn.Event, error) {
-		if s.State == forewarn.SessionCancelled || s.State == forewarn.SessionDone {
+		if s.State.Ended() {
 			return nil, forewarn.Errorf(forewarn.ECONFLICT, "session %s is %s already", s.ID, s.State)
 		}
 		s.State = forewarn.SessionCancelled
@@ -374,13 +378,13 @@ func (e *Engine) endEvents(h *forewarn.SessionHost, now time.Time, complete bool
 		switch ev.Status {
 		case forewarn.Scheduled, forewarn.Pending:
 			c := ev.Clone()
-			c.Status, c.EndedAt = forewarn.Canceled, now.Round(0)
+			end(c, forewarn.Canceled, now)
 			changed = append(changed, c)
 		case forewarn.Started:
 			started++
 			if complete {
 				c := ev.Clone()
-				c.Status, c.EndedAt = forewarn.Completed, now.Round(0)
+				end(c, forewarn.Completed, now)
 				changed = append(changed, c)
 			}
 		}
@@ -444,6 +448,11 @@ func (e *Engine) sessionLoop() {
 // commit, and returns when it should step again (zero: when the store
 // moves).
 func (e *Engine) stepSessions() time.Time {
+	// Most commits are not a session's: the write slot is taken only
+	// when a session can move.
+	if !e.mayStep() {
+		return time.Time{}
+	}
 	unlock, err := e.lockWrites(e.ctx)
 	if err != nil {
 		return time.Time{}
@@ -485,6 +494,22 @@ func (e *Engine) stepSessions() time.Time {
 		e.log.Info("session stepped", "session", id, "state", s.State)
 	}
 	return next
+}
+
+// mayStep reports whether the engine leads and a session is Running or
+// Paused (a Paused session's hosts still become Ready or time out).
+func (e *Engine) mayStep() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed || !e.leading {
+		return false
+	}
+	for _, s := range e.sessions {
+		if !s.State.Ended() {
+			return true
+		}
+	}
+	return false
 }
 
 // stepSession returns s advanced to now (nil when nothing changed), the

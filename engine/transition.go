@@ -29,7 +29,9 @@ type Transition struct {
 	// Reason says why a host failed or a session paused.
 	Reason string `json:"reason,omitempty"`
 	// Event is the event after the change, for an event's transition;
-	// Host the host's record, for a host's.
+	// Host the host's record, for a host's. Both are the engine's own
+	// committed values, shared with every subscriber: they must not be
+	// modified.
 	Event *forewarn.Event       `json:"event,omitempty"`
 	Host  *forewarn.SessionHost `json:"host,omitempty"`
 }
@@ -60,7 +62,7 @@ func (e *Engine) noteTransitions(rev int64, now time.Time, events []*forewarn.Ev
 		if old != nil && old.Status == ev.Status {
 			continue
 		}
-		t := Transition{Revision: rev, Time: now, Kind: "event", ID: ev.ID, To: string(ev.Status), Event: ev.Clone()}
+		t := Transition{Revision: rev, Time: now, Kind: "event", ID: ev.ID, To: string(ev.Status), Event: ev}
 		if old != nil {
 			t.From = string(old.Status)
 		}
@@ -87,19 +89,17 @@ func (e *Engine) noteTransitions(rev int64, now time.Time, events []*forewarn.Ev
 			if from == h.State || old == nil && h.State == forewarn.HostPending {
 				continue
 			}
-			hc := *h
-			hc.VMs, hc.Events = slices.Clone(h.VMs), slices.Clone(h.Events)
 			// A host Ready and InMaintenance in one step passes through
 			// Ready: the automation waits for that.
 			if h.State == forewarn.HostInMaintenance && from == forewarn.HostNotifying {
-				ready := hc
+				ready := *h // shares h's lists, which nothing writes
 				ready.State = forewarn.HostReady
 				ts = append(ts, Transition{Revision: rev, Time: now, Kind: "host", ID: h.Name, Session: id, From: string(from),
 					To: string(forewarn.HostReady), Host: &ready})
 				from = forewarn.HostReady
 			}
 			ts = append(ts, Transition{Revision: rev, Time: now, Kind: "host", ID: h.Name, Session: id, From: string(from),
-				To: string(h.State), Reason: h.Reason, Host: &hc})
+				To: string(h.State), Reason: h.Reason, Host: h})
 		}
 	}
 	if len(ts) == 0 {
