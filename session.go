@@ -1,6 +1,11 @@
 package forewarn
 
-import "time"
+import (
+	"net/url"
+	"time"
+
+	"github.com/forewarn/forewarn/internal/echo"
+)
 
 // A maintenance session takes hosts down one after another: each VM on
 // a host gets the event its provider gives for host maintenance, the
@@ -104,6 +109,20 @@ type SessionSpec struct {
 	Description string `json:"description,omitempty"`
 	// Webhooks receive the session's transitions.
 	Webhooks []string `json:"webhooks,omitempty"`
+}
+
+// MaxWebhooks caps the webhooks one session names: each is a queue and
+// a worker of the server's.
+const MaxWebhooks = 8
+
+// ValidWebhookURL checks a webhook URL: absolute, http or https, with a
+// host. Errors: EINVALID.
+func ValidWebhookURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Opaque != "" {
+		return Errorf(EINVALID, "webhook %q is not an absolute http:// or https:// URL", echo.Clip(raw))
+	}
+	return nil
 }
 
 // SessionHost is one host of a session.

@@ -329,23 +329,22 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 	return c.send(ctx, method, path, b, "application/json", nil, out)
 }
 
-// send sends body (when not nil) as contentType to path with the extra
-// header hdr, and decodes a successful answer into out: JSON, or the
-// raw bytes when out is a *[]byte (with the answer's ETag in hdr's
-// place, when hdr is not nil).
-func (c *Client) send(ctx context.Context, method, path string, body []byte, contentType string, hdr http.Header, out any) error {
+// open sends body (when not nil) as contentType to path with the extra
+// header hdr, asking for accept, and returns a 2xx answer, whose body
+// the caller closes, or the error the server or the network gave.
+func (c *Client) open(ctx context.Context, method, path string, body []byte, contentType, accept string, hdr http.Header) (*http.Response, error) {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
 	if err != nil {
-		return forewarn.Errorf(forewarn.EINVALID, "bad server URL %q: %v", c.base, err)
+		return nil, forewarn.Errorf(forewarn.EINVALID, "bad server URL %q: %v", c.base, err)
 	}
 	for k, v := range hdr {
 		req.Header[k] = v
 	}
-	req.Header.Set("Accept", "application/json")
+	req.Header.Set("Accept", accept)
 	if c.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.Token)
 	}
@@ -355,18 +354,31 @@ func (c *Client) send(ctx context.Context, method, path string, body []byte, con
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return nil, ctx.Err()
 		}
 		var ue *url.Error
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return forewarn.Errorf(forewarn.EUNAVAILABLE, "cannot reach the server at %s: %v", c.base, err)
+		return nil, forewarn.Errorf(forewarn.EUNAVAILABLE, "cannot reach the server at %s: %v", c.base, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		defer resp.Body.Close()
+		return nil, responseError(resp)
+	}
+	return resp, nil
+}
+
+// send sends body (when not nil) as contentType to path with the extra
+// header hdr, and decodes a successful answer into out: JSON, or the
+// raw bytes when out is a *[]byte (with the answer's ETag in hdr's
+// place, when hdr is not nil).
+func (c *Client) send(ctx context.Context, method, path string, body []byte, contentType string, hdr http.Header, out any) error {
+	resp, err := c.open(ctx, method, path, body, contentType, "application/json", hdr)
+	if err != nil {
+		return err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
-		return responseError(resp)
-	}
 	if raw, ok := out.(*[]byte); ok {
 		*raw, err = io.ReadAll(resp.Body)
 		if err != nil {

@@ -10,7 +10,6 @@ import (
 
 	"github.com/forewarn/forewarn"
 	"github.com/forewarn/forewarn/engine"
-	"github.com/forewarn/forewarn/webhook"
 )
 
 // SessionRequest is the body of POST /v1/sessions.
@@ -99,11 +98,6 @@ func (req *SessionRequest) spec(eng *engine.Engine) (forewarn.SessionSpec, error
 			return spec, err
 		}
 	}
-	for _, u := range req.Webhooks {
-		if err := webhook.ValidURL(u); err != nil {
-			return spec, err
-		}
-	}
 	return spec, nil
 }
 
@@ -144,6 +138,11 @@ func (s *Server) handleCreateSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	spec, err := req.spec(s.eng)
+	for _, u := range spec.Webhooks {
+		if err == nil {
+			err = forewarn.ValidWebhookURL(u) // a bad URL is named before a missing secret
+		}
+	}
 	if err == nil && len(spec.Webhooks) > 0 && !s.Webhooks.Configured() {
 		err = forewarn.Errorf(forewarn.EINVALID, "this server signs no webhooks (start it with --webhook-secret-file): a session's webhooks would never be sent")
 	}

@@ -263,9 +263,7 @@ func (e *watchEntry) json() ([]byte, error) {
 	if b := e.line.Load(); b != nil {
 		return *b, nil
 	}
-	t := *e.t
-	t.Time = t.Time.UTC() // the same bytes whatever the server's zone
-	b, err := json.Marshal(&t)
+	b, err := json.Marshal(e.t)
 	if err != nil {
 		return nil, err
 	}

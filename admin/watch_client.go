@@ -39,33 +39,12 @@ func (c *Client) Watch(ctx context.Context, since int64, kinds ...string) iter.S
 		if len(q) > 0 {
 			path += "?" + q.Encode()
 		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
+		resp, err := c.open(ctx, http.MethodGet, path, nil, "", "application/x-ndjson", nil)
 		if err != nil {
-			yield(engine.Transition{}, forewarn.Errorf(forewarn.EINVALID, "bad server URL %q: %v", c.base, err))
-			return
-		}
-		req.Header.Set("Accept", "application/x-ndjson")
-		if c.Token != "" {
-			req.Header.Set("Authorization", "Bearer "+c.Token)
-		}
-		resp, err := c.hc.Do(req)
-		if err != nil {
-			if ctx.Err() != nil {
-				yield(engine.Transition{}, ctx.Err())
-				return
-			}
-			var ue *url.Error
-			if errors.As(err, &ue) {
-				err = ue.Err
-			}
-			yield(engine.Transition{}, forewarn.Errorf(forewarn.EUNAVAILABLE, "cannot reach the server at %s: %v", c.base, err))
+			yield(engine.Transition{}, err)
 			return
 		}
 		defer resp.Body.Close()
-		if resp.StatusCode/100 != 2 {
-			yield(engine.Transition{}, responseError(resp))
-			return
-		}
 		dec := json.NewDecoder(resp.Body)
 		for {
 			var t engine.Transition

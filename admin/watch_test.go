@@ -124,8 +124,8 @@ func fill(s string, subs ...string) string {
 func TestWatchSession(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		eng, s := watchServer(t)
-		hosts := watch(t, s, "192.0.2.1", "/v1/watch?kind=host,session", nil)
-		all := watch(t, s, "192.0.2.1", "/v1/watch", nil)
+		hosts := watch(t, s, "198.18.2.1", "/v1/watch?kind=host,session", nil)
+		all := watch(t, s, "198.18.2.1", "/v1/watch", nil)
 		if c, ct := hosts.code, hosts.h.Get("Content-Type"); c != 200 || ct != "application/x-ndjson" {
 			t.Fatalf("answer %d %q", c, ct)
 		}
@@ -171,7 +171,7 @@ func TestWatchSession(t *testing.T) {
 		all.stop()
 
 		// Resumed after revision 4: the same bytes as the live stream's.
-		again := watch(t, s, "192.0.2.1", "/v1/watch?kind=host,session&since=4", nil)
+		again := watch(t, s, "198.18.2.1", "/v1/watch?kind=host,session&since=4", nil)
 		if got := again.take(); got != tail {
 			t.Errorf("resumed after 4:\n%s\nwant:\n%s", got, tail)
 		}
@@ -179,7 +179,7 @@ func TestWatchSession(t *testing.T) {
 		// After a revision before the log's first (the server started
 		// after the fleet's commit, 1): a reset to the newest revision,
 		// then what comes next.
-		old := watch(t, s, "192.0.2.1", "/v1/watch?kind=session&since=0", nil)
+		old := watch(t, s, "198.18.2.1", "/v1/watch?kind=session&since=0", nil)
 		if err := eng.PauseSession(t.Context(), ses.ID); forewarn.ErrorCode(err) != forewarn.ECONFLICT {
 			t.Fatalf("pause a Done session: %v", err)
 		}
@@ -219,7 +219,7 @@ func TestWatchEventStream(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		_, s := watchServer(t)
 		sse := "Accept: text/event-stream"
-		w := watch(t, s, "192.0.2.1", "/v1/watch?kind=host,session", nil, sse)
+		w := watch(t, s, "198.18.2.1", "/v1/watch?kind=host,session", nil, sse)
 		if ct := w.h.Get("Content-Type"); ct != "text/event-stream; charset=utf-8" {
 			t.Fatalf("Content-Type %q", ct)
 		}
@@ -255,16 +255,16 @@ func TestWatchEventStream(t *testing.T) {
 		w.stop()
 
 		// The log holds the commits after 150 only now.
-		again := watch(t, s, "192.0.2.1", "/v1/watch?kind=host,session", nil, sse, "Last-Event-ID: 150")
+		again := watch(t, s, "198.18.2.1", "/v1/watch?kind=host,session", nil, sse, "Last-Event-ID: 150")
 		if got, want := again.take(), "id: 151\ndata: "+trLine(151, "host", "hv1", "Done")+"\n\n"; got != want {
 			t.Errorf("after Last-Event-ID 150:\n%q\nwant\n%q", got, want)
 		}
 		again.stop()
 		// ?since= wins over Last-Event-ID; a revision before the log's
 		// first gets a reset, with its revision as the id.
-		reset := watch(t, s, "192.0.2.1", "/v1/watch?since=100", nil, sse, "Last-Event-ID: 150")
+		reset := watch(t, s, "198.18.2.1", "/v1/watch?since=100", nil, sse, "Last-Event-ID: 150")
 		if got, want := reset.take(), "id: 151\ndata: {\"kind\":\"reset\",\"revision\":151}\n\n"; got != want {
-			t.Errorf("since 0: %q, want %q", got, want)
+			t.Errorf("since 100: %q, want %q", got, want)
 		}
 		reset.stop()
 	})
@@ -278,7 +278,7 @@ func TestWatchSlowReader(t *testing.T) {
 		_, s := watchServer(t)
 		for _, behind := range []int{4096, 4097} {
 			gate := make(chan struct{})
-			w := watch(t, s, "192.0.2.1", "/v1/watch", gate)
+			w := watch(t, s, "198.18.2.1", "/v1/watch", gate)
 			base := int64(1000 * behind)
 			admin.AddTransitions(s, base, []engine.Transition{tr(base, "session", "S", "Running")})
 			synctest.Wait() // the stream's writer is stuck on its first line
@@ -317,7 +317,7 @@ func TestWatchCaps(t *testing.T) {
 		s.MaxWatches = 6
 		var open []*watching
 		for range 4 {
-			open = append(open, watch(t, s, "192.0.2.1", "/v1/watch", nil))
+			open = append(open, watch(t, s, "198.18.2.1", "/v1/watch", nil))
 		}
 		refused := func(from, msg string) {
 			t.Helper()
@@ -327,11 +327,11 @@ func TestWatchCaps(t *testing.T) {
 				t.Errorf("from %s: %d %s (Retry-After %q)", from, w.code, got, w.h.Get("Retry-After"))
 			}
 		}
-		refused("192.0.2.1", "too many watch streams are open from 192.0.2.1 (at most 4); close one")
-		open = append(open, watch(t, s, "192.0.2.2", "/v1/watch", nil), watch(t, s, "192.0.2.2", "/v1/watch", nil))
-		refused("192.0.2.3", "too many watch streams are open (at most 6); close one")
+		refused("198.18.2.1", "too many watch streams are open from 198.18.2.1 (at most 4); close one")
+		open = append(open, watch(t, s, "198.18.2.2", "/v1/watch", nil), watch(t, s, "198.18.2.2", "/v1/watch", nil))
+		refused("198.18.2.3", "too many watch streams are open (at most 6); close one")
 		open[0].stop()
-		open[0] = watch(t, s, "192.0.2.3", "/v1/watch", nil)
+		open[0] = watch(t, s, "198.18.2.3", "/v1/watch", nil)
 		for _, w := range open {
 			if w.code != 200 {
 				t.Fatalf("an open stream got %d", w.code)
@@ -341,7 +341,7 @@ func TestWatchCaps(t *testing.T) {
 		for _, w := range open {
 			<-w.done
 		}
-		refused("192.0.2.4", "the server is shutting down")
+		refused("198.18.2.4", "the server is shutting down")
 	})
 }
 

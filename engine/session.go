@@ -154,6 +154,14 @@ func (e *Engine) checkSession(spec *forewarn.SessionSpec) error {
 	if _, err := parseWindows(spec.Windows); err != nil {
 		return err
 	}
+	if len(spec.Webhooks) > forewarn.MaxWebhooks {
+		return forewarn.Errorf(forewarn.EINVALID, "%d webhooks; a session names at most %d", len(spec.Webhooks), forewarn.MaxWebhooks)
+	}
+	for _, u := range spec.Webhooks {
+		if err := forewarn.ValidWebhookURL(u); err != nil {
+			return err
+		}
+	}
 	// Each type's minimum notice, for the types the hosts' VMs get.
 	action, _ := sessionAction(spec.Action)
 	types := make(map[forewarn.EventType]bool)

@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
@@ -255,6 +256,16 @@ func TestSessionWindows(t *testing.T) {
 		if _, err := e.CreateSession(t.Context(), forewarn.SessionSpec{Hosts: []string{"hv1"}, Windows: []string{"Mon-Fry 22:00-06:00"}}); forewarn.ErrorCode(err) != forewarn.EINVALID ||
 			!strings.HasPrefix(forewarn.ErrorMessage(err), `window "Mon-Fry 22:00-06:00": unknown day "fry"`) {
 			t.Fatalf("a bad window: %v", err)
+		}
+		hooks := make([]string, forewarn.MaxWebhooks+1)
+		for i := range hooks {
+			hooks[i] = fmt.Sprintf("https://hooks.example/%d", i)
+		}
+		if _, err := e.CreateSession(t.Context(), forewarn.SessionSpec{Hosts: []string{"hv1"}, Webhooks: hooks}); forewarn.ErrorMessage(err) != "9 webhooks; a session names at most 8" {
+			t.Fatalf("too many webhooks: %v", err)
+		}
+		if _, err := e.CreateSession(t.Context(), forewarn.SessionSpec{Hosts: []string{"hv1"}, Webhooks: []string{"hooks.example/x"}}); forewarn.ErrorMessage(err) != `webhook "hooks.example/x" is not an absolute http:// or https:// URL` {
+			t.Fatalf("a relative webhook: %v", err)
 		}
 	})
 }

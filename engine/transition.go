@@ -13,7 +13,7 @@ import (
 // the same transitions at the same revisions, whichever wrote them.
 type Transition struct {
 	// Revision is the store revision of the commit; Time when this
-	// replica applied it.
+	// replica applied it, in UTC.
 	Revision int64     `json:"revision"`
 	Time     time.Time `json:"time"`
 	// Kind is "event", "session" or "host".
@@ -56,7 +56,7 @@ func (e *Engine) noteTransitions(rev int64, now time.Time, events []*forewarn.Ev
 		return
 	}
 	var ts []Transition
-	now = now.Round(0)
+	now = now.Round(0).UTC() // the same bytes whatever the server's zone
 	for _, ev := range events {
 		old := e.events[ev.ID]
 		if old != nil && old.Status == ev.Status {

@@ -215,6 +215,10 @@ func newServer(ctx context.Context, cfg Config) (_ *Server, err error) {
 			return nil, err
 		}
 	}
+	webhookSecret, err := loadWebhookSecret(cfg.WebhookSecretFile)
+	if err != nil {
+		return nil, err
+	}
 	// listen returns ln, given, or else a listener on addr, which undo
 	// closes when New fails.
 	listen := func(ln net.Listener, addr, what string) (net.Listener, error) {
@@ -247,7 +251,7 @@ func newServer(ctx context.Context, cfg Config) (_ *Server, err error) {
 	s.adm = admin.NewServer(s.eng, s.log)
 	s.adm.Token, s.adm.Audit, s.adm.Metrics = token, s.audit, s.mets
 	s.adm.AllowedHosts = cfg.AdminAllowedHosts
-	if s.hooks, err = s.newWebhooks(); err != nil {
+	if s.hooks, err = s.newWebhooks(webhookSecret); err != nil {
 		return nil, err
 	}
 	undo = append(undo, s.hooks.Close)

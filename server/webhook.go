@@ -56,20 +56,25 @@ func (c *Config) validateWebhooks() error {
 	return nil
 }
 
-// newWebhooks loads the webhook secret, when configured, and starts the
-// sender of the sessions' transitions. Without a secret the sender is
-// not configured: it sends nothing, and sessions may not name webhooks.
-func (s *Server) newWebhooks() (*webhook.Sender, error) {
-	var secret []byte
-	if s.cfg.WebhookSecretFile != "" {
-		var err error
-		if secret, err = loadSecret("--webhook-secret-file", s.cfg.WebhookSecretFile, "a random secret, shared with the receivers,"); err != nil {
-			return nil, err
-		}
-		if len(secret) < minWebhookSecretBytes {
-			return nil, forewarn.Errorf(forewarn.EINVALID, "--webhook-secret-file %s holds %d bytes, fewer than %d: write a longer random secret, e.g. openssl rand -hex 32", s.cfg.WebhookSecretFile, len(secret), minWebhookSecretBytes)
-		}
+// loadWebhookSecret loads --webhook-secret-file, when given.
+func loadWebhookSecret(path string) ([]byte, error) {
+	if path == "" {
+		return nil, nil
 	}
+	secret, err := loadSecret("--webhook-secret-file", path, "a random secret, shared with the receivers,")
+	if err != nil {
+		return nil, err
+	}
+	if len(secret) < minWebhookSecretBytes {
+		return nil, forewarn.Errorf(forewarn.EINVALID, "--webhook-secret-file %s holds %d bytes, fewer than %d: write a longer random secret, e.g. openssl rand -hex 32", path, len(secret), minWebhookSecretBytes)
+	}
+	return secret, nil
+}
+
+// newWebhooks starts the sender of the sessions' transitions, signing
+// with secret. Without a secret the sender is not configured: it sends
+// nothing, and sessions may not name webhooks.
+func (s *Server) newWebhooks(secret []byte) (*webhook.Sender, error) {
 	hooks, err := webhook.New(webhook.Config{Engine: s.eng, Secret: secret, URLs: s.cfg.Webhooks, Observer: s.mets, Logger: s.log})
 	if err != nil {
 		return nil, err

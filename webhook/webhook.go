@@ -308,10 +308,7 @@ func (s *Sender) remember(jobs []job) {
 // gives no job.
 func (s *Sender) job(p pending) (job, bool) {
 	t := p.t
-	session := t.ID
-	if t.Kind == "host" {
-		session = t.Session
-	}
+	session := sessionOf(t)
 	targets := s.urls
 	if hooks := s.hooks.Get(session, func() []string { return s.sessionHooks(session) }); len(hooks) > 0 {
 		targets = dedupe(append(append([]string(nil), s.urls...), hooks...))
@@ -327,21 +324,14 @@ func (s *Sender) job(p pending) (job, bool) {
 	return job{at: time.Now(), d: &delivery{id: ID(t.Revision, p.index), body: body}, targets: targets}, true
 }
 
-// sessionHooks returns the valid webhooks of the session id.
+// sessionHooks returns the webhooks of the session id, which the
+// engine checked when the session was made.
 func (s *Sender) sessionHooks(id string) []string {
 	ses, err := s.eng.Session(id)
 	if err != nil {
 		return nil
 	}
-	var out []string
-	for _, u := range ses.Spec.Webhooks {
-		if err := ValidURL(u); err != nil {
-			s.log.Warn("session webhook not delivered", "session", id, "err", forewarn.ErrorMessage(err))
-			continue
-		}
-		out = append(out, u)
-	}
-	return out
+	return ses.Spec.Webhooks
 }
 
 // queue adds each job's delivery to its targets' queues.
@@ -464,22 +454,25 @@ type CloudEvent struct {
 // Encode returns the body of the delivery of t, the transition at index
 // among its commit's transitions.
 func Encode(index int, t *engine.Transition) ([]byte, error) {
-	session := t.ID
-	if t.Kind == "host" {
-		session = t.Session
-	}
-	data := *t
-	data.Time = t.Time.UTC() // the same bytes whatever the server's zone
+	session := sessionOf(t)
 	return json.Marshal(CloudEvent{
 		SpecVersion:     "1.0",
 		ID:              ID(t.Revision, index),
 		Source:          "/forewarn/sessions/" + session,
 		Type:            "io.forewarn." + t.Kind + "." + strings.ToLower(t.To),
 		Subject:         t.ID,
-		Time:            data.Time,
+		Time:            t.Time,
 		DataContentType: "application/json",
-		Data:            &data,
+		Data:            t,
 	})
+}
+
+// sessionOf returns the session of a host's or a session's transition.
+func sessionOf(t *engine.Transition) string {
+	if t.Kind == "host" {
+		return t.Session
+	}
+	return t.ID
 }
 
 // ID returns the CloudEvent id of the transition at index among the
@@ -507,15 +500,9 @@ func Verify(secret []byte, timestamp, signature string, body []byte) bool {
 	return hmac.Equal([]byte(signature), []byte(Sign(secret, timestamp, body)))
 }
 
-// ValidURL checks a webhook URL: absolute, http or https, with a host.
+// ValidURL checks a webhook URL, as forewarn.ValidWebhookURL does.
 // Errors: EINVALID.
-func ValidURL(raw string) error {
-	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Opaque != "" {
-		return forewarn.Errorf(forewarn.EINVALID, "webhook %q is not an absolute http:// or https:// URL", clip(raw))
-	}
-	return nil
-}
+func ValidURL(raw string) error { return forewarn.ValidWebhookURL(raw) }
 
 // Label returns the target label of the webhook URL u: its scheme and
 // host, without its path and query, which may hold a secret.
@@ -525,14 +512,6 @@ func Label(u string) string {
 		return "invalid"
 	}
 	return p.Scheme + "://" + p.Host
-}
-
-// clip shortens a URL quoted in a message.
-func clip(s string) string {
-	if len(s) > 128 {
-		return s[:128] + "…"
-	}
-	return s
 }
 
 // dedupe returns urls without repeats, in their order.

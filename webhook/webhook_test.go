@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -30,7 +31,7 @@ type received struct {
 }
 
 // receiver answers deliveries in the bubble, without sockets: answer
-// picks each one's status (nil: 200).
+// picks each one's status (nil: 200; -1: a network error).
 type receiver struct {
 	mu     sync.Mutex
 	got    []received
@@ -48,6 +49,9 @@ func (rc *receiver) RoundTrip(req *http.Request) (*http.Response, error) {
 	code := 200
 	if rc.answer != nil {
 		code = rc.answer(n, r)
+	}
+	if code < 0 {
+		return nil, errors.New("connection reset by peer")
 	}
 	w := httptest.NewRecorder()
 	w.WriteHeader(code)
@@ -204,7 +208,10 @@ func TestDeliverSession(t *testing.T) {
 			}
 		}
 		wantBody := fmt.Sprintf(`{"specversion":"1.0","id":"2-0","source":"/forewarn/sessions/%s","type":"io.forewarn.session.running","subject":"%[1]s","time":"2000-01-01T00:00:00Z","datacontenttype":"application/json","data":{"revision":2,"time":"2000-01-01T00:00:00Z","kind":"session","id":"%[1]s","to":"Running"}}`, id)
-		if len(got) == 0 || string(got[0].body) != wantBody {
+		if len(got) == 0 {
+			t.Fatal("nothing was delivered")
+		}
+		if string(got[0].body) != wantBody {
 			t.Errorf("first body:\n%s\nwant\n%s", got[0].body, wantBody)
 		}
 		if n := obs.get("delivered", "https://hooks.example"); n != 6 {
@@ -221,7 +228,7 @@ func TestDeliverSession(t *testing.T) {
 func TestRetry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEngine(t, mem.New())
-		rc := &receiver{answer: func(n int, _ received) int { return map[int]int{1: 503, 2: 429}[n] + 200*min(n/3, 1) }}
+		rc := &receiver{answer: func(n int, _ received) int { return map[int]int{1: 503, 2: -200}[n] + 200*min(n/3, 1) }}
 		var obs counts
 		s := newSender(t, e, rc, &obs, "http://hooks.example/")
 		s.take(50, []engine.Transition{{Revision: 50, Kind: "session", ID: "S", To: "Paused"}})
