@@ -123,10 +123,13 @@ type RelayFanout struct {
 	// P50Ratio and P99Ratio are the relay's delay over the direct one's.
 	P50Ratio float64 `json:"p50Ratio"`
 	P99Ratio float64 `json:"p99Ratio"`
-	// UpstreamConns is the relay's connections to the server while it
-	// holds every waiter (forewarn_relay_upstream_connections), and
-	// UpstreamDials the connections it opened since it started.
+	// UpstreamConns is the relay's HTTP/2 connections to the server,
+	// which carry the long-polls, while it holds every waiter
+	// (forewarn_relay_upstream_connections{proto="h2"}); ShortConns its
+	// short ones then, left by the latency runs; UpstreamDials the
+	// connections of both kinds it opened since it started.
 	UpstreamConns int `json:"upstreamConns"`
+	ShortConns    int `json:"shortConns"`
 	UpstreamDials int `json:"upstreamDials"`
 	// RelayBytesPerWaiter is the relay's RSS growth from before the
 	// waiters connect to while all are held, per waiter; ServerBytes the
@@ -135,9 +138,9 @@ type RelayFanout struct {
 	ServerBytesPerRelayWaiter  float64 `json:"serverBytesPerRelayWaiter"`
 	ServerBytesPerDirectWaiter float64 `json:"serverBytesPerDirectWaiter"`
 	// Met reports whether every waiter woke on both paths and the relay
-	// held at most RelayUpstreamTarget connections to the server while
-	// it held them all (its short connections included: the dials count
-	// the short ones it opened, closed and opened again since it started).
+	// carried them all on at most RelayUpstreamTarget HTTP/2 connections
+	// to the server. The bench starts the relay with a cap four times
+	// that, so the count is what the long-polls needed.
 	Met bool `json:"met"`
 }
 
@@ -282,7 +285,10 @@ func relayFleet(api string, addrs, lat []netip.Addr) string {
 func startRelay(binary string, p *relayPKI, server string, maxConns int) (*child, error) {
 	c := &child{cmd: exec.Command(binary, "relay", "--listen", relayNetwork+"=127.0.0.1:0", "--server", "https://"+server,
 		"--cert", p.relay.Cert, "--key", p.relay.Key, "--ca", p.relay.CA, "--metrics-addr", "127.0.0.1:0",
-		"--max-conns", strconv.Itoa(maxConns))}
+		"--max-conns", strconv.Itoa(maxConns),
+		// Well above the target, so that the fan-out shows how many
+		// connections the long-polls need, not the relay's cap.
+		"--max-upstream-conns", strconv.Itoa(4*RelayUpstreamTarget))}
 	err := c.start("forewarn relay", func(line string) bool {
 		if a, ok := strings.CutPrefix(line, "relay listening on "); ok {
 			c.metadata, _, _ = strings.Cut(a, " ")
@@ -315,8 +321,10 @@ func metric(ctx context.Context, addr, name string) (float64, error) {
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
+		// name may end in the first labels of the series to sum:
+		// `m{a="x",`.
 		rest, ok := strings.CutPrefix(line, name)
-		if !ok || rest == "" || (rest[0] != ' ' && rest[0] != '{') {
+		if !ok || rest == "" || (rest[0] != ' ' && rest[0] != '{' && !strings.HasSuffix(name, ",")) {
 			continue
 		}
 		v, err := strconv.ParseFloat(rest[strings.LastIndexByte(rest, ' ')+1:], 64)
@@ -636,7 +644,7 @@ func relayFanout(ctx context.Context, cfg RelayConfig, srv, rel *child, addrs []
 	f.Direct, f.Relay = direct.FanoutPath, relayed.FanoutPath
 	f.ServerBytesPerDirectWaiter = direct.serverBytes
 	f.ServerBytesPerRelayWaiter, f.RelayBytesPerWaiter = relayed.serverBytes, relayed.relayBytes
-	f.UpstreamConns = relayed.upstream
+	f.UpstreamConns, f.ShortConns = relayed.upstream, relayed.short
 	dials, err := metric(ctx, rel.metrics, "forewarn_relay_upstream_dials_total")
 	if err != nil {
 		return nil, err
@@ -657,8 +665,9 @@ type fanoutResult struct {
 	FanoutPath
 	// serverBytes and relayBytes are the RSS growth per held waiter.
 	serverBytes, relayBytes float64
-	// upstream is the relay's connections to the server.
-	upstream int
+	// upstream and short are the relay's HTTP/2 and short connections
+	// to the server.
+	upstream, short int
 }
 
 // fanoutPath holds one wait_for_change long-poll of maintenance-event
@@ -738,11 +747,15 @@ func fanoutPath(ctx context.Context, cfg RelayConfig, srv, rel *child, target, p
 			return nil, err
 		}
 		res.relayBytes = float64(relHeld-relIdle) / float64(len(addrs))
-		up, err := metric(ctx, rel.metrics, "forewarn_relay_upstream_connections")
+		up, err := metric(ctx, rel.metrics, `forewarn_relay_upstream_connections{proto="h2",`)
 		if err != nil {
 			return nil, err
 		}
-		res.upstream = int(up)
+		short, err := metric(ctx, rel.metrics, `forewarn_relay_upstream_connections{proto="http/1.1",`)
+		if err != nil {
+			return nil, err
+		}
+		res.upstream, res.short = int(up), int(short)
 	}
 
 	names := make([]string, len(addrs))

@@ -20,7 +20,7 @@ type relayMetrics struct {
 	inFlight       *prometheus.GaugeVec     // network
 	refused        *prometheus.CounterVec   // reason
 	upstreamErrors *prometheus.CounterVec   // server
-	upstreamConns  *prometheus.GaugeVec     // server
+	upstreamConns  *prometheus.GaugeVec     // server, proto
 	upstreamDials  *prometheus.CounterVec   // server
 	// upstreamRequests is by server and proto: http/1.1 for a short
 	// connection, h2 for HTTP/2.
@@ -43,7 +43,7 @@ func newMetrics(r *Relay) *relayMetrics {
 		upstreamErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "forewarn_relay_upstream_errors_total",
 			Help: "Requests a server failed (no connection, or one that broke), each then sent again."}, []string{"server"}),
 		upstreamConns: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "forewarn_relay_upstream_connections",
-			Help: "Connections open to each server: HTTP/2 ones and the short ones (HTTP/1.1, one request at a time) together, at most --max-upstream-conns."}, []string{"server"}),
+			Help: "Connections open to each server, by kind: h2 (HTTP/2, shared by every request; long-polls ride on these) and http/1.1 (short ones, a request at a time); at most --max-upstream-conns in all."}, []string{"server", "proto"}),
 		upstreamDials: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "forewarn_relay_upstream_dials_total",
 			Help: "Connections opened to each server, HTTP/2 and short ones."}, []string{"server"}),
 		upstreamRequests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "forewarn_relay_upstream_requests_total",

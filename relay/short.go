@@ -98,9 +98,10 @@ func (u *upstream) getShort(ctx context.Context) (*shortConn, error) {
 	return &shortConn{c: c, br: bufio.NewReaderSize(c, 4096), bw: bufio.NewWriterSize(c, 4096)}, nil
 }
 
-// countConns sets the connections gauge. u.mu is held.
+// countConns sets the connections gauges, by kind. u.mu is held.
 func (u *upstream) countConns() {
-	u.mets.upstreamConns.WithLabelValues(u.base.Host).Set(float64(len(u.conns) + u.shortOpen))
+	u.mets.upstreamConns.WithLabelValues(u.base.Host, "h2").Set(float64(len(u.conns)))
+	u.mets.upstreamConns.WithLabelValues(u.base.Host, "http/1.1").Set(float64(u.shortOpen))
 }
 
 // dropShort counts a short connection closed, and tells the requests

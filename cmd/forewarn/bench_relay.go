@@ -104,9 +104,9 @@ func printRelay(tw *tabwriter.Writer, r *bench.RelayReport) {
 		}
 		fmt.Fprintf(tw, "%d\t%d\tdirect\t%d\t%s\t%s\t%s\t%s\t%s\t\t%.0f\t\t\t\t\t\t\n", x.VMs, f.Waiters, f.Direct.Delivered, ms(f.Direct.Delay.P50), ms(f.Direct.Delay.P99),
 			ms(f.Direct.Delay.Max), ms(f.Direct.FlipRequest), ms(f.Direct.ServerCPU), f.ServerBytesPerDirectWaiter)
-		fmt.Fprintf(tw, "%d\t%d\trelay\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f\t%.0f\t%d\t%d\t%.2f\t%.2f\t%s\n", x.VMs, f.Waiters, f.Relay.Delivered, ms(f.Relay.Delay.P50), ms(f.Relay.Delay.P99),
+		fmt.Fprintf(tw, "%d\t%d\trelay\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f\t%.0f\t%d h2 (+%d short)\t%d\t%.2f\t%.2f\t%s\n", x.VMs, f.Waiters, f.Relay.Delivered, ms(f.Relay.Delay.P50), ms(f.Relay.Delay.P99),
 			ms(f.Relay.Delay.Max), ms(f.Relay.FlipRequest), ms(f.Relay.ServerCPU), ms(f.Relay.RelayCPU), f.ServerBytesPerRelayWaiter, f.RelayBytesPerWaiter,
-			f.UpstreamConns, f.UpstreamDials, f.P50Ratio, f.P99Ratio, met(f.Met))
+			f.UpstreamConns, f.ShortConns, f.UpstreamDials, f.P50Ratio, f.P99Ratio, met(f.Met))
 	}
 }
 
