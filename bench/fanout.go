@@ -29,8 +29,9 @@ type FanoutReport struct {
 	// Delay is from the operator's request that flips every VM's key to
 	// each waiter's answer.
 	Delay Latency `json:"delay"`
-	// RSSIdle and RSSHeld are the server's resident memory before the
-	// waiters connect and while they are all held.
+	// RSSIdle and RSSHeld are the server's resident memory once every
+	// waiter has connected and read its key, and while their long-polls
+	// are all held.
 	RSSIdle        int64   `json:"rssIdleBytes"`
 	RSSHeld        int64   `json:"rssHeldBytes"`
 	BytesPerWaiter float64 `json:"bytesPerWaiter"`

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/forewarn/forewarn/internal/testpki"
+	"github.com/forewarn/forewarn/relay"
 )
 
 // The relay's targets, which RelayReport judges.
@@ -131,9 +132,12 @@ type RelayFanout struct {
 	UpstreamConns int `json:"upstreamConns"`
 	ShortConns    int `json:"shortConns"`
 	UpstreamDials int `json:"upstreamDials"`
-	// RelayBytesPerWaiter is the relay's RSS growth from before the
-	// waiters connect to while all are held, per waiter; ServerBytes the
-	// server's, through the relay and directly.
+	// RelayBytesPerWaiter is the relay's RSS growth from after each
+	// waiter's connection and first GET to while all their long-polls
+	// are held, per waiter (what a held poll costs beyond an open
+	// connection); ServerBytes the server's, through the relay and
+	// directly (the relayed path runs second, on heap the direct one
+	// may have freed).
 	RelayBytesPerWaiter        float64 `json:"relayBytesPerWaiter"`
 	ServerBytesPerRelayWaiter  float64 `json:"serverBytesPerRelayWaiter"`
 	ServerBytesPerDirectWaiter float64 `json:"serverBytesPerDirectWaiter"`
@@ -355,7 +359,7 @@ func relayRun(ctx context.Context, cfg RelayConfig, p *relayPKI, n int) (*RelayR
 		return nil, err
 	}
 	defer srv.stop()
-	rel, err := startRelay(cfg.Binary, p, srv.relay, max(relayDefaultMaxConns, waiters+len(latAddrs)+1024))
+	rel, err := startRelay(cfg.Binary, p, srv.relay, max(relay.DefaultMaxConns, waiters+len(latAddrs)+1024))
 	if err != nil {
 		return nil, err
 	}
@@ -469,9 +473,6 @@ func quiet(ctx context.Context, c *child, limit time.Duration) error {
 	}
 	return nil // measure anyway; the numbers will show it
 }
-
-// relayDefaultMaxConns is 'forewarn relay --max-conns' by default.
-const relayDefaultMaxConns = 16384
 
 // latencyPaths measures the latency VMs' GET on each path: 0 direct, 1
 // the relay, 2 the hop.

@@ -73,7 +73,10 @@ func TestSession(t *testing.T) {
 				if onBolt := rep.Config.Store == "bolt"; onBolt != (m.FileFrom > 0 && m.FileTo >= m.FileFrom) {
 					t.Errorf("%d VMs on %s: file %d → %d bytes", r.VMs, rep.Config.Store, m.FileFrom, m.FileTo)
 				}
-				if r.StepMet != (r.Plan <= bench.StepTarget && r.Advance.Max <= bench.StepTarget) || r.MemoryMet != (m.BeyondEvents <= ref.BytesPerEvent) {
+				if r.Advances != c.advances[i] {
+					t.Errorf("%d VMs: %d advances, want %d", r.VMs, r.Advances, c.advances[i])
+				}
+				if r.StepMet != (r.Plan <= bench.StepTarget && r.Advance.Max <= bench.StepTarget && r.Advances == r.Steps) || r.MemoryMet != (m.BeyondEvents <= ref.BytesPerEvent) {
 					t.Errorf("%d VMs: met %v and %v: %+v", r.VMs, r.StepMet, r.MemoryMet, r)
 				}
 			}

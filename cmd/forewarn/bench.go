@@ -432,7 +432,11 @@ func printBenchSession(tw *tabwriter.Writer, r *bench.SessionReport) {
 		c.Store, c.VMsPerHost, c.SetSize, c.MaxHosts, how, r.Target)
 	fmt.Fprintln(tw, "VMS\tHOSTS\tSTEPS\tCREATE\tPLAN\tREADY P50\tP99\tMAX\tDONE P50\tADVANCE P50\tP99\tMAX\tALLOCS/STEP\tBYTES/STEP\tMET")
 	for _, x := range r.Runs {
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f\t%.1f MB\t%s\n", x.VMs, x.Hosts, x.Steps, ms(x.Create), ms(x.Plan),
+		steps := strconv.Itoa(x.Steps)
+		if x.Advances != x.Steps {
+			steps += fmt.Sprintf(" (%d advanced)", x.Advances)
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f\t%.1f MB\t%s\n", x.VMs, x.Hosts, steps, ms(x.Create), ms(x.Plan),
 			ms(x.Ready.P50), ms(x.Ready.P99), ms(x.Ready.Max), ms(x.Done.P50), ms(x.Advance.P50), ms(x.Advance.P99), ms(x.Advance.Max),
 			x.AllocsPerStep, x.BytesPerStep/1e6, met(x.StepMet))
 	}

@@ -5,8 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"net/netip"
-	"strconv"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -35,12 +33,8 @@ func benchRelayFlags(ctx context.Context, fs *flag.FlagSet, self string, base *s
 		if cfg.API != "azure" && cfg.API != "gce" && cfg.API != "aws" {
 			return nil, fmt.Errorf("--api %q is not azure, gce or aws", cfg.API)
 		}
-		for f := range strings.SplitSeq(*sizes, ",") {
-			n, err := strconv.Atoi(strings.TrimSpace(f))
-			if err != nil || n < 1 {
-				return nil, fmt.Errorf("--sizes %q: %q is not a positive number", *sizes, f)
-			}
-			cfg.Sizes = append(cfg.Sizes, n)
+		if cfg.Sizes, err = parseSizes("--sizes", *sizes); err != nil {
+			return nil, err // bench.Relay refuses a size below 1
 		}
 		return bench.Relay(ctx, cfg)
 	}
