@@ -294,17 +294,7 @@ func TestRelayGCELongPoll(t *testing.T) {
 		t.Fatalf("the long-poll was answered before any change: %+v", a)
 	default:
 	}
-	if _, err := s.Engine().Create(context.Background(), engine.Spec{Type: forewarn.MigrateOnHostMaintenance, VMs: []string{"blue_gce"}}); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case a := <-got:
-		if a.status != 200 || a.body != "MIGRATE_ON_HOST_MAINTENANCE" {
-			t.Fatalf("the long-poll's answer: %+v", a)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the long-poll was not answered after the event")
-	}
+	wantMigration(t, s, got)
 	if n := r.UpstreamConns(); len(n) != 1 || n[0] != 2 {
 		t.Errorf("upstream connections %v, want [2]: a short one, and HTTP/2 for the long-poll", n)
 	}
@@ -421,7 +411,14 @@ func TestRelayShutdownFailover(t *testing.T) {
 		t.Fatalf("the VM was answered when the first server shut down: %+v", a)
 	default:
 	}
-	if _, err := s2.Engine().Create(context.Background(), engine.Spec{Type: forewarn.MigrateOnHostMaintenance, VMs: []string{"blue_gce"}}); err != nil {
+	wantMigration(t, s2, got)
+}
+
+// wantMigration creates a live migration of blue_gce on s and checks
+// that the long-poll got is answered with it.
+func wantMigration(t *testing.T, s *server.Server, got <-chan answer) {
+	t.Helper()
+	if _, err := s.Engine().Create(context.Background(), engine.Spec{Type: forewarn.MigrateOnHostMaintenance, VMs: []string{"blue_gce"}}); err != nil {
 		t.Fatal(err)
 	}
 	select {
