@@ -1,7 +1,6 @@
 package webhook
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -99,32 +98,6 @@ func hostFleet() *forewarn.Fleet {
 	return &forewarn.Fleet{VMs: []*forewarn.VM{vm("a2", 1), vm("web_1", 2)}}
 }
 
-// campaigner is a store of a cluster whose replica leads once lead is
-// closed (never, while it is nil).
-type campaigner struct {
-	*mem.Store
-	lead chan struct{}
-}
-
-func (c campaigner) Campaign(ctx context.Context, _ string) (forewarn.Term, error) {
-	select {
-	case <-c.lead:
-		return term{}, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
-func (campaigner) Announce(context.Context, forewarn.Replica) error { return nil }
-func (campaigner) Replicas(context.Context) (*forewarn.ClusterStatus, error) {
-	return &forewarn.ClusterStatus{}, nil
-}
-
-type term struct{}
-
-func (term) Done() <-chan struct{}        { return nil }
-func (term) Fence() string                { return "" }
-func (term) Resign(context.Context) error { return nil }
-
 func newEngine(t *testing.T, store forewarn.Store) *engine.Engine {
 	t.Helper()
 	e, err := engine.New(t.Context(), engine.Config{Store: store, Fleet: hostFleet(), AllowShortNotice: true})
@@ -170,7 +143,7 @@ func TestDeliverSession(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := mem.New()
 		e := newEngine(t, store)
-		follower := newEngine(t, campaigner{Store: store})
+		follower := newEngine(t, store.Candidate())
 		rc, frc := &receiver{}, &receiver{}
 		var obs counts
 		newSender(t, e, rc, &obs, "http://hooks.example/all")
@@ -329,8 +302,8 @@ func TestTakeOver(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := mem.New()
 		e := newEngine(t, store)
-		lead := make(chan struct{})
-		f := newEngine(t, campaigner{Store: store, lead: lead})
+		c := store.Candidate()
+		f := newEngine(t, c)
 		rc, frc := &receiver{}, &receiver{}
 		newSender(t, e, rc, nil, "http://hooks.example/")
 		newSender(t, f, frc, nil, "http://hooks.example/")
@@ -339,7 +312,7 @@ func TestTakeOver(t *testing.T) {
 		}
 		synctest.Wait()
 		time.Sleep(30 * time.Second)
-		close(lead)
+		c.Win()
 		time.Sleep(2 * leaderCheck)
 		synctest.Wait()
 		ids := func(rs []received) (out []string) {
