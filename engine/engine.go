@@ -240,6 +240,9 @@ type Engine struct {
 	// sessions holds the maintenance sessions, each as committed (never
 	// modified: a step writes a clone).
 	sessions map[string]*forewarn.Session
+	// led wakes the session loop when the engine takes the lead: the
+	// sessions may move though nothing commits.
+	led chan struct{}
 	// tsubs receive the transitions of each commit applied.
 	tsubs []func(int64, []Transition)
 	// obs receives measurements; never nil.
@@ -266,6 +269,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		stop:         make(chan struct{}),
 		stopped:      make(chan struct{}),
 		advanced:     make(chan struct{}),
+		led:          make(chan struct{}, 1),
 		setOverrides: make(map[string]forewarn.ScaleSetRecord),
 		inc:          make(map[string]int64),
 		armed:        make(map[string]time.Time),

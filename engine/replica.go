@@ -377,8 +377,13 @@ func (e *Engine) reload(ctx context.Context) error {
 	if e.closed {
 		return errClosed
 	}
-	if st.Revision < e.rev {
-		return nil // an older snapshot than what the engine holds
+	if st.Revision <= e.rev {
+		// Not newer than what the engine holds: it applied every commit
+		// up to its revision, so it holds this state already, and a
+		// reset would tell the transition subscribers that commits were
+		// skipped (a replica taking the lead would reset every watch
+		// stream on it).
+		return nil
 	}
 	e.reset(st)
 	return nil
@@ -529,6 +534,10 @@ func (e *Engine) takeLead(ctx context.Context, fence string) error {
 	}
 	for _, ev := range e.events {
 		e.arm(ev, now)
+	}
+	select {
+	case e.led <- struct{}{}:
+	default: // the session loop has a wake-up waiting already
 	}
 	return nil
 }

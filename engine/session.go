@@ -429,7 +429,8 @@ func (e *Engine) changeSession(ctx context.Context, id string, f func(*forewarn.
 }
 
 // sessionLoop steps the sessions while the engine leads: whenever the
-// store moves, and at the soonest time a step asked for.
+// store moves, when the engine takes the lead, and at the soonest time
+// a step asked for.
 func (e *Engine) sessionLoop() {
 	defer e.loops.Done()
 	t := time.NewTimer(time.Hour)
@@ -446,6 +447,7 @@ func (e *Engine) sessionLoop() {
 			t.Stop()
 			return
 		case <-adv:
+		case <-e.led:
 		case <-t.C:
 		}
 		t.Stop()

@@ -373,3 +373,38 @@ func TestSessionTransitions(t *testing.T) {
 		}
 	})
 }
+
+// TestSessionTakeOver: the leader stops with a host InMaintenance; a
+// follower says it is Done while no replica leads, then takes the lead.
+// The new leader starts the next host at once, though no deadline is
+// due and nothing else commits, and its transition subscribers are not
+// told of a reload: it skipped no commit.
+func TestSessionTakeOver(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := mem.New()
+		l := newHostEngine(t, store)
+		c := store.Candidate()
+		f := newHostEngine(t, c)
+		var reloads []int64
+		f.SubscribeTransitions(func(rev int64, ts []engine.Transition) {
+			if ts == nil {
+				reloads = append(reloads, rev)
+			}
+		})
+		id := createSession(t, l, forewarn.SessionSpec{Hosts: []string{"hv2", "hv3"}, Notice: time.Minute})
+		step(time.Minute)
+		wantHosts(t, f, id, "Running hv2=InMaintenance hv3=Pending")
+		l.Close()
+		if err := f.HostDone(t.Context(), "hv2"); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		wantHosts(t, f, id, "Running hv2=Done hv3=Pending") // no leader steps it
+		c.Win()
+		synctest.Wait()
+		wantHosts(t, f, id, "Running hv2=Done hv3=Notifying")
+		if len(reloads) > 0 {
+			t.Errorf("taking the lead told the transition subscribers of reloads at revisions %v", reloads)
+		}
+	})
+}
