@@ -221,6 +221,30 @@ func (r *replica) client(t *testing.T) *admin.Client {
 	return admin.NewClient("http://"+r.s(t).adm, &http.Client{Timeout: 10 * time.Second})
 }
 
+// addSettled starts replicas named names, waits until their cluster has
+// settled with one leader, and returns it and the others.
+func (c *haCluster) addSettled(t *testing.T, names ...string) (leader *replica, others []*replica) {
+	t.Helper()
+	for _, n := range names {
+		c.add(n)
+	}
+	var name string
+	var st *forewarn.ClusterStatus
+	eventually(t, 10*time.Second, func() bool {
+		st = replicaStatus(t, c.replicas[0])
+		var ok bool
+		name, ok = settledStatus(st, names...)
+		return ok
+	}, func() string { return fmt.Sprintf("cluster status %+v", st) })
+	leader = c.byName(name)
+	for _, r := range c.replicas {
+		if r != leader {
+			others = append(others, r)
+		}
+	}
+	return leader, others
+}
+
 // byName returns the replica named name.
 func (c *haCluster) byName(name string) *replica {
 	for _, r := range c.replicas {
@@ -239,15 +263,19 @@ func haCLI(t *testing.T, r *replica, args ...string) string {
 	}
 	full := append([]string{args[0], args[1], "--server", "http://" + r.s(t).adm}, args[2:]...)
 	cmd := exec.Command(binary, full...)
-	// The race detector's runtime sleeps a second before a clean exit,
-	// which the CLI need not.
-	cmd.Env = append(os.Environ(), "GORACE="+strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
+	cmd.Env = append(os.Environ(), quickExitEnv())
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("forewarn %v on %s: %v: %s", full, r.name, err, e.String())
 	}
 	return o.String()
+}
+
+// quickExitEnv returns the environment entry that spares a run of the
+// CLI the second the race detector's runtime sleeps before a clean exit.
+func quickExitEnv() string {
+	return "GORACE=" + strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0")
 }
 
 // httpAnswer is a whole HTTP answer.

@@ -197,24 +197,8 @@ func TestLeaderFailover(t *testing.T) {
 	etcd := etcdtest.Start(t)
 	prefix := "/forewarn/failover/"
 	c := newHACluster(t, etcd.Endpoints(), prefix, standaloneFleet(failoverVMs), "2s", "5s")
-	for _, n := range []string{"A", "B", "C"} {
-		c.add(n)
-	}
-	var leader string
-	var st *forewarn.ClusterStatus
-	eventually(t, 10*time.Second, func() bool {
-		st = replicaStatus(t, c.replicas[0])
-		var ok bool
-		leader, ok = settledStatus(st, "A", "B", "C")
-		return ok
-	}, func() string { return fmt.Sprintf("cluster status %+v", st) })
-	doomed := c.byName(leader)
-	var survivors []*replica
-	for _, r := range c.replicas {
-		if r != doomed {
-			survivors = append(survivors, r)
-		}
-	}
+	doomed, survivors := c.addSettled(t, "A", "B", "C")
+	leader := doomed.name
 	t.Logf("leader %s; survivors %s and %s", leader, survivors[0].name, survivors[1].name)
 
 	// Every replica's documents are read all along; the doomed one's
@@ -337,6 +321,7 @@ func TestLeaderFailover(t *testing.T) {
 	wg.Wait()
 	// The dead leader drops out of the list once its lease expires.
 	for _, r := range survivors {
+		var st *forewarn.ClusterStatus
 		eventually(t, 10*time.Second, func() bool {
 			st = replicaStatus(t, r)
 			lead, ok := settledStatus(st, survivors[0].name, survivors[1].name)
