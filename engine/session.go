@@ -771,11 +771,7 @@ func (e *Engine) overBudget(spec *forewarn.SessionSpec, names []string, down, si
 	e.addGroups(spec, names, add)
 	for _, k := range slices.Sorted(maps.Keys(add)) {
 		kind, key, _ := strings.Cut(k, "\x00")
-		b := spec.MaxUnavailable[kind]
-		limit := b.Count
-		if b.Percent > 0 {
-			limit = max(sizes[k]*b.Percent/100, 1)
-		}
+		limit := budgetLimit(spec.MaxUnavailable[kind], sizes[k])
 		if n := down[k] + add[k]; n > limit {
 			return groupName(kind, key), n, limit, true
 		}
