@@ -116,27 +116,40 @@ type BlockedHost struct {
 // and how many sessions there are. A session's progress costs the VMs of
 // its hosts under way and of its next Pending host, and, when one of its
 // budgets is a percent, a pass over the fleet for the groups' sizes, as
-// a step of the session does.
+// a step of the session does. Only the copies of the sessions and of
+// their Notifying hosts' events are made under the engine's lock; the
+// budgets, which read the inventory and the VMs' members, are counted
+// without it, so that a pass over the fleet does not hold up commits.
 func (e *Engine) SessionProgress(now time.Time, newest int) ([]SessionProgress, int) {
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	all := slices.SortedFunc(maps.Values(e.sessions), func(a, b *forewarn.Session) int {
 		return cmp.Or(b.Created.Compare(a.Created), strings.Compare(b.ID, a.ID))
 	})
+	total := len(all)
 	if newest > 0 && len(all) > newest {
 		all = all[:newest]
 	}
 	out := make([]SessionProgress, len(all))
 	for i, s := range all {
-		out[i] = e.progress(s, now)
+		out[i] = SessionProgress{Session: s.Clone(), MaxHosts: max(s.Spec.MaxHosts, 1), InWindow: true, Notifying: map[string]HostEvents{}}
+		for j := range s.Hosts {
+			if h := &s.Hosts[j]; h.State == forewarn.HostNotifying {
+				out[i].Notifying[h.Name] = e.hostEventsOf(h)
+			}
+		}
 	}
-	return out, len(e.sessions)
+	e.mu.Unlock()
+	for i := range out {
+		e.progress(&out[i], now)
+	}
+	return out, total
 }
 
-// progress returns the progress of s at now. It checks what
-// stepSession checks, in the same order. e.mu must be held.
-func (e *Engine) progress(s *forewarn.Session, now time.Time) SessionProgress {
-	p := SessionProgress{Session: s.Clone(), MaxHosts: max(s.Spec.MaxHosts, 1), InWindow: true, Notifying: map[string]HostEvents{}}
+// progress fills in p, of a copy of a session, at now: what the hosts
+// under way use of its limits, and why it starts no host. It checks
+// what stepSession checks, in the same order, and takes no lock.
+func (e *Engine) progress(p *SessionProgress, now time.Time) {
+	s := p.Session
 	next := -1 // the first Pending host
 	down := make(map[string]int)
 	for i := range s.Hosts {
@@ -149,9 +162,6 @@ func (e *Engine) progress(s *forewarn.Session, now time.Time) SessionProgress {
 		case !h.State.Ended():
 			p.Underway++
 			e.addGroups(&s.Spec, h.VMs, down)
-			if h.State == forewarn.HostNotifying {
-				p.Notifying[h.Name] = e.hostEventsOf(h)
-			}
 		}
 	}
 	if ws, _ := parseWindows(s.Spec.Windows); len(ws) > 0 && !s.State.Ended() {
@@ -192,7 +202,6 @@ func (e *Engine) progress(s *forewarn.Session, now time.Time) SessionProgress {
 			p.Blocked = BlockedHost{Host: s.Hosts[next].Name, Group: GroupUse{Name: g, Down: n, Limit: limit}}
 		}
 	}
-	return p
 }
 
 // hostEventsOf returns how far the events of h, Notifying, are. An
