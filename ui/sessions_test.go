@@ -225,7 +225,7 @@ func TestStreamSessions(t *testing.T) {
 	hs := serve(t, eng, ui.Config{})
 	_, ch := hs.stream(t, "")
 	next(t, ch, "sessions", 5*time.Second, func(d string) bool { return strings.Contains(d, "No maintenance sessions.") })
-	s, err := eng.CreateSession(t.Context(), forewarn.SessionSpec{Hosts: []string{"hv0", "hv1", "hv2"}, MaxHosts: 2, Delay: time.Second,
+	s, err := eng.CreateSession(t.Context(), forewarn.SessionSpec{Hosts: []string{"hv0", "hv1", "hv2"}, MaxHosts: 2, Delay: 2 * time.Second,
 		MaxUnavailable: map[string]forewarn.Budget{forewarn.GroupAvailabilitySet: {Count: 1}}})
 	if err != nil {
 		t.Fatal(err)
@@ -244,10 +244,10 @@ func TestStreamSessions(t *testing.T) {
 	if !strings.Contains(ev.data, `<tr class="host state-Done" data-host="hv0" data-state="Done">`) {
 		t.Fatalf("after hv0 done:\n%s", ev.data)
 	}
-	next(t, ch, "sessions", 3*time.Second, func(d string) bool {
+	next(t, ch, "sessions", 4*time.Second, func(d string) bool {
 		return strings.Contains(d, `<p class="wait" data-wait="budget">Next host hv2 waits: it would take availabilitySet web to 2 VMs down, over its budget of 1.</p>`)
 	})
-	if took := time.Since(ended); took < time.Second {
+	if took := time.Since(ended); took < 2*time.Second {
 		t.Fatalf("the delay's end was pushed %s after the host ended, before its end", took)
 	}
 	if eng.Revision() != rev {
