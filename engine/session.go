@@ -734,7 +734,8 @@ func groupName(kind, key string) string {
 	return kind + " " + key
 }
 
-// addGroups counts names into down, by group. e.mu must be held.
+// addGroups counts names into down, by group. It reads only the
+// inventory in force, and needs no lock.
 func (e *Engine) addGroups(spec *forewarn.SessionSpec, names []string, down map[string]int) {
 	for _, n := range names {
 		if vm := e.vm(n); vm != nil {
@@ -744,7 +745,8 @@ func (e *Engine) addGroups(spec *forewarn.SessionSpec, names []string, down map[
 }
 
 // groupSizes counts the fleet's VMs in each group a percent budget of
-// spec applies to; nil when there is none. e.mu must be held.
+// spec applies to; nil when there is none. It reads only the inventory
+// in force and the VMs' members, and needs no lock.
 func (e *Engine) groupSizes(spec *forewarn.SessionSpec) map[string]int {
 	percent := false
 	for _, b := range spec.MaxUnavailable {
@@ -764,7 +766,7 @@ func (e *Engine) groupSizes(spec *forewarn.SessionSpec) map[string]int {
 
 // overBudget reports whether names, with down already down, take a
 // group past its budget, and which: its name, the count and the limit.
-// e.mu must be held.
+// It reads only the inventory in force, and needs no lock.
 func (e *Engine) overBudget(spec *forewarn.SessionSpec, names []string, down, sizes map[string]int) (string, int, int, bool) {
 	if len(spec.MaxUnavailable) == 0 {
 		return "", 0, 0, false
@@ -773,11 +775,7 @@ func (e *Engine) overBudget(spec *forewarn.SessionSpec, names []string, down, si
 	e.addGroups(spec, names, add)
 	for _, k := range slices.Sorted(maps.Keys(add)) {
 		kind, key, _ := strings.Cut(k, "\x00")
-		b := spec.MaxUnavailable[kind]
-		limit := b.Count
-		if b.Percent > 0 {
-			limit = max(sizes[k]*b.Percent/100, 1)
-		}
+		limit := budgetLimit(spec.MaxUnavailable[kind], sizes[k])
 		if n := down[k] + add[k]; n > limit {
 			return groupName(kind, key), n, limit, true
 		}

@@ -137,11 +137,22 @@ func BenchmarkEventsFragment(b *testing.B) {
 // 2,000 (a quadratic step would allocate ten times more), and that the
 // fragment's size stays bounded.
 func TestFleetRenderLinear(t *testing.T) {
+	checkLinear(t, "fleet", 256<<10, func(n int) func(*bytes.Buffer) error {
+		h := New(Config{Engine: benchEngine(t, n)})
+		return func(buf *bytes.Buffer) error { return h.renderFleet(buf, h.eng.VMs(), "") }
+	})
+}
+
+// checkLinear fails unless a render, made by renderer for a fleet of n
+// VMs, allocates no more than 1.5 times as many bytes per VM at 20,000
+// VMs as at 2,000, and writes at most limit bytes.
+func checkLinear(t *testing.T, name string, limit int, renderer func(n int) func(*bytes.Buffer) error) {
+	t.Helper()
 	perVM := map[int]float64{}
 	for _, n := range []int{2_000, 20_000} {
-		h := New(Config{Engine: benchEngine(t, n)})
+		render := renderer(n)
 		var buf bytes.Buffer
-		if err := h.renderFleet(&buf, h.eng.VMs(), ""); err != nil { // warm up
+		if err := render(&buf); err != nil { // warm up
 			t.Fatal(err)
 		}
 		var before, after runtime.MemStats
@@ -149,18 +160,121 @@ func TestFleetRenderLinear(t *testing.T) {
 		const runs = 3
 		for range runs {
 			buf.Reset()
-			if err := h.renderFleet(&buf, h.eng.VMs(), ""); err != nil {
+			if err := render(&buf); err != nil {
 				t.Fatal(err)
 			}
 		}
 		runtime.ReadMemStats(&after)
 		perVM[n] = float64(after.TotalAlloc-before.TotalAlloc) / runs / float64(n)
-		if buf.Len() > 256<<10 {
-			t.Errorf("%d VMs: the fleet fragment is %d bytes, want at most 256 KiB", n, buf.Len())
+		if buf.Len() > limit {
+			t.Errorf("%d VMs: the %s fragment is %d bytes, want at most %d KiB", n, name, buf.Len(), limit>>10)
 		}
 		t.Logf("%d VMs: %.0f bytes allocated per VM, fragment %d bytes", n, perVM[n], buf.Len())
 	}
 	if r := perVM[20_000] / perVM[2_000]; r > 1.5 {
 		t.Fatalf("bytes per VM grew %.2f× from 2,000 to 20,000 VMs, want linear (at most 1.5×)", r)
 	}
+}
+
+// sessionEngines holds one engine per size and kind of budget with a
+// session under way, built on first use.
+var sessionEngines = map[sessionBench]*engine.Engine{}
+
+// sessionBench is one of the sessions the benchmarks render: over n
+// VMs, with percent budgets or counts.
+type sessionBench struct {
+	n       int
+	percent bool
+}
+
+// sessionEngine returns an engine of n Azure VMs on hosts of 100, in
+// availability sets of 200 (two hosts each) and update domains i%5, all
+// of which have called, with one session over every host: at most 10
+// hosts at once, and at most half of an availability set and of an
+// update domain, as 50% or as counts (100 and 20). Percent budgets cost
+// a pass over the fleet for the groups' sizes; counts only the VMs of
+// the hosts under way. It returns once 10 hosts (half of them, under
+// 2,000 VMs) are Notifying, their VMs' events waiting out an hour's
+// notice.
+func sessionEngine(b testing.TB, sb sessionBench) *engine.Engine {
+	if e := sessionEngines[sb]; e != nil {
+		return e
+	}
+	f := &forewarn.Fleet{}
+	for i := range sb.n {
+		f.VMs = append(f.VMs, &forewarn.VM{Name: fmt.Sprintf("vm_%06d", i), Provider: forewarn.Azure, Host: fmt.Sprintf("hv_%04d", i/100),
+			AvailabilitySet: fmt.Sprintf("set_%04d", i/200), UpdateDomain: i % 5})
+	}
+	e, err := engine.New(context.Background(), engine.Config{Store: mem.New(), Fleet: f, AllowShortNotice: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, vm := range f.VMs {
+		e.NoteRequest(vm.Name)
+	}
+	spec := forewarn.SessionSpec{MaxHosts: 10, Notice: time.Hour, MaxUnavailable: map[string]forewarn.Budget{
+		forewarn.GroupAvailabilitySet: {Count: 100}, forewarn.GroupUpdateDomain: {Count: 20}}}
+	if sb.percent {
+		spec.MaxUnavailable = map[string]forewarn.Budget{forewarn.GroupAvailabilitySet: {Percent: 50}, forewarn.GroupUpdateDomain: {Percent: 50}}
+	}
+	for _, h := range e.Hosts() {
+		spec.Hosts = append(spec.Hosts, h.Name)
+	}
+	s, err := e.CreateSession(context.Background(), spec)
+	if err != nil {
+		b.Fatal(err)
+	}
+	want := min(10, len(spec.Hosts)/2) // one host of an availability set at a time
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+		p, _ := e.SessionProgress(time.Now(), 1)
+		if p[0].Session.ID == s.ID && p[0].Underway == want {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("%+v: fewer than %d hosts under way after a minute", sb, want)
+		}
+	}
+	sessionEngines[sb] = e
+	return e
+}
+
+// renderSessionsOnce renders the sessions fragment as a push does:
+// reading the sessions' progress and the hosts from the engine, and
+// executing the template.
+func renderSessionsOnce(h *Handler, buf *bytes.Buffer) error {
+	progress, total := h.eng.SessionProgress(time.Now(), MaxSessions)
+	return h.renderSessions(buf, progress, total, h.eng.HostSummaries())
+}
+
+// BenchmarkSessionsFragment renders the sessions fragment of a session
+// over every host of the fleet, 10 of them under way (see
+// sessionEngine), with budgets as counts and as percents.
+func BenchmarkSessionsFragment(b *testing.B) {
+	for _, percent := range []bool{false, true} {
+		for _, n := range benchSizes {
+			b.Run(fmt.Sprintf("budgets=%s/vms=%d", map[bool]string{false: "count", true: "percent"}[percent], n), func(b *testing.B) {
+				h := New(Config{Engine: sessionEngine(b, sessionBench{n, percent})})
+				var buf bytes.Buffer
+				b.ReportAllocs()
+				for b.Loop() {
+					buf.Reset()
+					if err := renderSessionsOnce(h, &buf); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(buf.Len()), "bytes/fragment")
+			})
+		}
+	}
+}
+
+// TestSessionsRenderLinear checks that rendering the sessions fragment,
+// the engine reads included, allocates no more per VM at 20,000 VMs
+// than at 2,000 (with percent budgets, which read the whole fleet), and
+// that the fragment's size stays bounded.
+func TestSessionsRenderLinear(t *testing.T) {
+	checkLinear(t, "sessions", 128<<10, func(n int) func(*bytes.Buffer) error {
+		h := New(Config{Engine: sessionEngine(t, sessionBench{n, true})})
+		return func(buf *bytes.Buffer) error { return renderSessionsOnce(h, buf) }
+	})
 }

@@ -29,7 +29,10 @@ const (
 // runs under the engine's lock, only makes a non-blocking send. A
 // goroutine runs while streams are open, waiting on that callback's
 // channel and on the engine's revision channel, which also moves for
-// commits that publish no view (an approval, a wave's Pending events).
+// commits that publish no view (an approval, a wave's Pending events, a
+// session's step, pause or cancel, a host done). What changes with time
+// alone, a session's window opening or closing or its delay ending, is
+// a change too: a timer set from each snapshot broadcasts it.
 type hub struct {
 	eng *engine.Engine
 	// notify carries the subscription's wake-ups; a full buffer drops
@@ -44,6 +47,10 @@ type hub struct {
 	changed    chan struct{}
 	snap       *snapshot // the engine's state as of gen, once loaded
 	loading    sync.Mutex
+	// wake is when timer broadcasts a change that time alone makes;
+	// zero when it is not set.
+	wake  time.Time
+	timer *time.Timer
 }
 
 // snapshot is the engine's state that every stream renders from, loaded
@@ -54,6 +61,11 @@ type snapshot struct {
 	vms    []engine.VMInfo
 	events []*forewarn.Event
 	waves  []*engine.Wave
+	// sessions are the newest MaxSessions sessions' progress at at, of
+	// nsessions; hosts are the fleet's hosts.
+	sessions  []engine.SessionProgress
+	nsessions int
+	hosts     []engine.HostSummary
 }
 
 func newHub(eng *engine.Engine) *hub {
@@ -148,10 +160,39 @@ func (h *hub) snapshot(gen uint64) *snapshot {
 		return s
 	}
 	s = &snapshot{gen: gen, at: time.Now(), vms: h.eng.VMs(), events: h.eng.Events(), waves: h.eng.Waves()}
+	s.sessions, s.nsessions = h.eng.SessionProgress(s.at, MaxSessions)
+	s.hosts = h.eng.HostSummaries()
+	var next time.Time
+	for _, p := range s.sessions {
+		if !p.Next.IsZero() && (next.IsZero() || p.Next.Before(next)) {
+			next = p.Next
+		}
+	}
 	h.mu.Lock()
 	h.snap = s
+	h.wakeLocked(next)
 	h.mu.Unlock()
 	return s
+}
+
+// wakeLocked sets the timer to broadcast a change at t, unless it is set
+// to go sooner; a zero t sets nothing. h.mu must be held.
+func (h *hub) wakeLocked(t time.Time) {
+	if t.IsZero() || !h.wake.IsZero() && !t.Before(h.wake) {
+		return
+	}
+	if h.timer != nil {
+		h.timer.Stop()
+	}
+	h.wake = t
+	h.timer = time.AfterFunc(time.Until(t), func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if h.wake.Equal(t) {
+			h.wake = time.Time{}
+		}
+		h.bumpLocked()
+	})
 }
 
 // handleStream serves the fragments as server-sent events: a snapshot
@@ -267,6 +308,7 @@ func (s *stream) push(snap *snapshot) error {
 		{"fleet", func(b *bytes.Buffer) error { return s.h.renderFleet(b, snap.vms, s.q) }},
 		{"events", func(b *bytes.Buffer) error { return s.h.renderEvents(b, snap.events, snap.at) }},
 		{"waves", func(b *bytes.Buffer) error { return s.h.renderWaves(b, snap.waves, snap.events) }},
+		{"sessions", func(b *bytes.Buffer) error { return s.h.renderSessions(b, snap.sessions, snap.nsessions, snap.hosts) }},
 	}
 	if s.vm != "" {
 		frags = append(frags, fragment{"vm", func(b *bytes.Buffer) error { return s.h.renderVM(b, s.vm) }})

@@ -1,6 +1,7 @@
 // Package ui is Forewarn's live dashboard for the operator: the fleet by
 // scope and update domain, the events on a timeline, the maintenance
-// waves, and one VM's documents and requests, pushed as they change.
+// waves, the host maintenance sessions with their hosts and budgets, and
+// one VM's documents and requests, pushed as they change.
 //
 // It is served under /ui/ on the operator listener from files embedded
 // in the binary: an html/template page shell, a small hand-written
@@ -16,7 +17,7 @@
 //
 //	/ui/                   the page shell (public: it holds no fleet data)
 //	/ui/static/{file}      app.js and style.css (public)
-//	/ui/fragment/{name}    fleet (?q=filter), events or waves, as HTML
+//	/ui/fragment/{name}    fleet (?q=filter), events, waves or sessions, as HTML
 //	/ui/vm/{name}          one VM's fragment
 //	/ui/stream             the fragments as server-sent events (?q=, ?vm=)
 //
@@ -247,7 +248,8 @@ func query(r *http.Request) (string, error) {
 	return q, nil
 }
 
-// handleFragment renders one of the fleet, events and waves fragments.
+// handleFragment renders one of the fleet, events, waves and sessions
+// fragments.
 func (h *Handler) handleFragment(w http.ResponseWriter, r *http.Request) {
 	q, err := query(r)
 	if err != nil {
@@ -262,8 +264,11 @@ func (h *Handler) handleFragment(w http.ResponseWriter, r *http.Request) {
 		err = h.renderEvents(&buf, h.eng.Events(), time.Now())
 	case "waves":
 		err = h.renderWaves(&buf, h.eng.Waves(), h.eng.Events())
+	case "sessions":
+		progress, total := h.eng.SessionProgress(time.Now(), MaxSessions)
+		err = h.renderSessions(&buf, progress, total, h.eng.HostSummaries())
 	default:
-		err = forewarn.Errorf(forewarn.ENOTFOUND, "no fragment %q (want fleet, events or waves)", r.PathValue("name"))
+		err = forewarn.Errorf(forewarn.ENOTFOUND, "no fragment %q (want fleet, events, waves or sessions)", r.PathValue("name"))
 	}
 	if err != nil {
 		h.fail(w, r, err)
@@ -309,6 +314,10 @@ func (h *Handler) renderWaves(buf *bytes.Buffer, waves []*engine.Wave, evs []*fo
 		}
 	}
 	return render(buf, "waves", buildWaves(waves, byID))
+}
+
+func (h *Handler) renderSessions(buf *bytes.Buffer, progress []engine.SessionProgress, total int, hosts []engine.HostSummary) error {
+	return render(buf, "sessions", buildSessions(progress, total, hosts))
 }
 
 // renderVM renders the VM named name. Errors: ENOTFOUND.

@@ -59,6 +59,12 @@ func newHarness(t *testing.T, cfg ui.Config) *harness {
 	for _, vm := range eng.Fleet().VMs {
 		eng.NoteRequest(vm.Name)
 	}
+	return serve(t, eng, cfg)
+}
+
+// serve serves a ui.Handler for eng over loopback.
+func serve(t *testing.T, eng *engine.Engine, cfg ui.Config) *harness {
+	t.Helper()
 	cfg.Engine = eng
 	h := ui.New(cfg)
 	srv := httptest.NewServer(h)
@@ -216,7 +222,7 @@ func TestFragmentErrors(t *testing.T) {
 		body string
 	}{
 		{"/ui/fragment/fleet?q=" + strings.Repeat("a", ui.MaxQuery+1), 400, `{"error":{"code":"invalid","message":"filter is 129 bytes long; at most 128"}}`},
-		{"/ui/fragment/secrets", 404, `{"error":{"code":"not_found","message":"no fragment \"secrets\" (want fleet, events or waves)"}}`},
+		{"/ui/fragment/secrets", 404, `{"error":{"code":"not_found","message":"no fragment \"secrets\" (want fleet, events, waves or sessions)"}}`},
 		{"/ui/vm/nope", 404, `{"error":{"code":"not_found","message":"no VM named \"nope\""}}`},
 		{"/ui/stream?vm=nope", 404, `{"error":{"code":"not_found","message":"no VM named \"nope\""}}`},
 		{"/ui/stream?q=" + strings.Repeat("b", 200), 400, `{"error":{"code":"invalid","message":"filter is 200 bytes long; at most 128"}}`},
@@ -339,7 +345,7 @@ func TestStream(t *testing.T) {
 	}
 	// The snapshot: every fragment, in order, the fleet filtered.
 	var names []string
-	for range 4 {
+	for range 5 {
 		ev := next(t, ch, "", 5*time.Second, nil)
 		names = append(names, ev.name)
 		if ev.name == "fleet" && (!strings.Contains(ev.data, `data-matched="3"`) || strings.Contains(ev.data, "gce_0")) {
@@ -349,8 +355,8 @@ func TestStream(t *testing.T) {
 			t.Fatalf("vm fragment:\n%s", ev.data)
 		}
 	}
-	if strings.Join(names, ",") != "fleet,events,waves,vm" {
-		t.Fatalf("snapshot sent %v, want fleet, events, waves, vm", names)
+	if strings.Join(names, ",") != "fleet,events,waves,sessions,vm" {
+		t.Fatalf("snapshot sent %v, want fleet, events, waves, sessions, vm", names)
 	}
 
 	start := time.Now()

@@ -53,21 +53,13 @@ func (l *lockedLog) printf(format string, args ...any) {
 	}
 }
 
-// TestDashboard drives the dashboard in a real headless Chromium against
-// the real binary with an operator token: the page asks for the token,
-// shows an event created with the CLI within a second without a reload,
-// approves it with a click, and shows the server's error next to the
-// create form.
-func TestDashboard(t *testing.T) {
+// newBrowser starts a headless Chromium (its profile in dir) for the
+// test and returns its context, which ends within 90 seconds, and do,
+// which runs steps in it and fails the test, as what, if one fails. The
+// driver's log is shown if the test fails.
+func newBrowser(t *testing.T, dir string) (context.Context, func(what string, steps ...chromedp.Action[chromedp.Void])) {
+	t.Helper()
 	chrome := chromium(t)
-	dir := t.TempDir()
-	fleet := filepath.Join(dir, "fleet.yaml")
-	if err := os.WriteFile(fleet, []byte(e2eFleet), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	s := startServerToken(t, filepath.Join(dir, "data"), fleet)
-	base := "http://" + s.adm
-
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chrome),
 		chromedp.Flag("headless", "new"),
@@ -82,24 +74,42 @@ func TestDashboard(t *testing.T) {
 	}
 	logs := new(lockedLog)
 	actx, cancelAlloc := chromedp.NewExecAllocator(t.Context(), opts...)
-	defer cancelAlloc()
+	t.Cleanup(cancelAlloc)
 	bctx, cancelBrowser := chromedp.NewContext(actx, chromedp.WithErrorf(logs.printf), chromedp.WithLogf(logs.printf))
-	defer cancelBrowser()
+	t.Cleanup(cancelBrowser)
 	ctx, cancel := context.WithTimeout(bctx, 90*time.Second)
-	defer cancel()
-	defer func() {
+	t.Cleanup(cancel)
+	t.Cleanup(func() {
 		if t.Failed() {
 			logs.mu.Lock()
 			t.Logf("browser driver log:\n%s", strings.Join(logs.lines, "\n"))
 			logs.mu.Unlock()
 		}
-	}()
+	})
 	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
 		if err := chromedp.Do(ctx, steps...); err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
 	}
+	return ctx, do
+}
+
+// TestDashboard drives the dashboard in a real headless Chromium against
+// the real binary with an operator token: the page asks for the token,
+// shows an event created with the CLI within a second without a reload,
+// approves it with a click, and shows the server's error next to the
+// create form.
+func TestDashboard(t *testing.T) {
+	dir := t.TempDir()
+	fleet := filepath.Join(dir, "fleet.yaml")
+	if err := os.WriteFile(fleet, []byte(e2eFleet), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := startServerToken(t, filepath.Join(dir, "data"), fleet)
+	base := "http://" + s.adm
+
+	ctx, do := newBrowser(t, dir)
 
 	// 1. The page asks for the token before it shows anything; typed in,
 	// it is kept in the tab's session storage and the stream goes live.
@@ -224,5 +234,117 @@ func TestDashboard(t *testing.T) {
 		if err := os.WriteFile(out, saved, 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// sessionFleet: availability set web has web_0 on hv1 and web_1 on
+// hv2; hv0 and hv1 also have a VM of no group.
+const sessionFleet = `vms:
+  - {name: solo, ip: 127.0.0.2, provider: azure, host: hv0}
+  - {name: web_0, ip: 127.0.0.3, provider: azure, host: hv1, availabilitySet: web, updateDomain: 0}
+  - {name: a1, ip: 127.0.0.4, provider: azure, host: hv1}
+  - {name: web_1, ip: 127.0.0.5, provider: azure, host: hv2, availabilitySet: web, updateDomain: 1}
+`
+
+// TestDashboardSessions drives the sessions panel in a real headless
+// Chromium against the real binary: a session created with the CLI
+// appears with its hosts, its wait and its budgets' use, and each host
+// done with the CLI moves it on, live, without a reload, to the end.
+// No VM calls, so a host's events start, and the host is Ready and
+// InMaintenance, as soon as it starts.
+func TestDashboardSessions(t *testing.T) {
+	dir := t.TempDir()
+	fleet := filepath.Join(dir, "fleet.yaml")
+	if err := os.WriteFile(fleet, []byte(sessionFleet), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t, filepath.Join(dir, "data"), fleet)
+	ctx, do := newBrowser(t, dir)
+	t.Setenv("GORACE", strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0")) // as in TestDashboard
+
+	// want waits until each selector's element has exactly its text,
+	// within 5 seconds, and fails with the texts it has otherwise. It is
+	// called as soon as the CLI exits.
+	want := func(step string, texts map[string]string) {
+		t.Helper()
+		b, _ := json.Marshal(texts)
+		check := `Object.entries(` + string(b) + `).every(([sel, text]) => document.querySelector(sel)?.textContent === text)`
+		start := time.Now()
+		if _, err := chromedp.Run(ctx, chromedp.Poll[bool](check, chromedp.WithPollingInterval(10*time.Millisecond), chromedp.WithPollingTimeout(5*time.Second))); err != nil {
+			got, _ := chromedp.Run(ctx, chromedp.Evaluate[map[string]any](`Object.fromEntries(Object.keys(`+string(b)+`).map((sel) => [sel, document.querySelector(sel)?.textContent ?? null]))`))
+			for sel, text := range texts {
+				if got[sel] != text {
+					t.Errorf("%s: %s shows %q, want %q", step, sel, got[sel], text)
+				}
+			}
+			t.Fatalf("%s: the page did not show it within 5 s: %v", step, err)
+		}
+		t.Logf("%s: shown after %s", step, time.Since(start).Round(time.Millisecond))
+	}
+
+	do("load /ui/", chromedp.Navigate("http://"+s.adm+"/ui/"), chromedp.WaitVisible(chromedp.CSS(`#live[data-state="live"]`)))
+	want("no session", map[string]string{
+		"#sessions .empty":                              "No maintenance sessions.",
+		"#sessions .summary":                            "3 hosts with 4 VMs: 3 in no session.",
+		`#sessions .hosts tr[data-host="hv1"] td.state`: "–",
+	})
+	// A page that reloads loses this.
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`window.notReloaded = true`)); err != nil {
+		t.Fatal(err)
+	}
+
+	out := s.mustCLI(t, "session", "create", "--hosts", "hv0,hv1,hv2", "--max-hosts", "2", "--max-unavailable", "availabilitySet=1", "--json")
+	var v struct{ ID string }
+	if err := json.Unmarshal([]byte(out), &v); err != nil || v.ID == "" {
+		t.Fatalf("session create: %v\n%s", err, out)
+	}
+	ses := `#sessions article[data-session-id="` + v.ID + `"]`
+	host := func(name string) string { return ses + ` tr[data-host="` + name + `"] td.state` }
+	const (
+		maxHosts = ` tr[data-budget="maxHosts"] td.use`
+		set      = ` tr[data-budget="availabilitySet"] td.use`
+	)
+	want("created", map[string]string{
+		ses + " .state":      "Running",
+		ses + " .progress":   "2 in maintenance, 1 pending of 3 hosts",
+		ses + " .wait":       "Waiting for a host to end: 2 under way, at most 2 at once.",
+		ses + maxHosts:       "2/2 under way",
+		ses + set:            "availabilitySet web: 1/1",
+		host("hv0"):          "InMaintenance",
+		host("hv1"):          "InMaintenance",
+		host("hv2"):          "Pending",
+		"#sessions .summary": "3 hosts with 4 VMs: 2 in maintenance, 1 pending.",
+	})
+
+	s.mustCLI(t, "host", "done", "hv0")
+	want("hv0 done", map[string]string{
+		ses + " .progress": "1 done, 1 in maintenance, 1 pending of 3 hosts",
+		ses + " .wait":     "Next host hv2 waits: it would take availabilitySet web to 2 VMs down, over its budget of 1.",
+		ses + maxHosts:     "1/2 under way",
+		ses + set:          "availabilitySet web: 1/1",
+		host("hv0"):        "Done",
+	})
+
+	s.mustCLI(t, "host", "done", "hv1")
+	want("hv1 done", map[string]string{
+		ses + " .progress": "2 done, 1 in maintenance of 3 hosts",
+		ses + " .wait":     "Every host has started: waiting for those under way to end.",
+		ses + set:          "availabilitySet web: 1/1",
+		host("hv1"):        "Done",
+		host("hv2"):        "InMaintenance",
+	})
+
+	s.mustCLI(t, "host", "done", "hv2")
+	want("hv2 done", map[string]string{
+		ses + " .state":      "Done",
+		ses + " .progress":   "3 done of 3 hosts",
+		"#sessions .summary": "3 hosts with 4 VMs: 3 done.",
+		`#sessions .hosts tr[data-host="hv2"] td.state`: "Done",
+	})
+	if n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("`+strings.ReplaceAll(ses, `"`, `\"`)+` table").length`)); err != nil || n != 0 {
+		t.Errorf("the ended session still shows %d tables (%v), want none", n, err)
+	}
+	if kept, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`window.notReloaded === true`)); err != nil || !kept {
+		t.Fatalf("the page was reloaded (%v)", err)
 	}
 }

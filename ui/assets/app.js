@@ -1,6 +1,7 @@
-// The Forewarn dashboard: a live view of the fleet, the events and the
-// maintenance waves, pushed by the server as rendered HTML fragments over
-// one text/event-stream, and forms that call the operator JSON API.
+// The Forewarn dashboard: a live view of the fleet, the events, the
+// maintenance waves and the host maintenance sessions, pushed by the
+// server as rendered HTML fragments over one text/event-stream, and forms
+// that call the operator JSON API.
 //
 // The stream is read with fetch() rather than EventSource, which cannot
 // send the Authorization header. The fragments are rendered and escaped
@@ -213,6 +214,7 @@
       case "fleet":
       case "events":
       case "waves":
+      case "sessions":
         $(name).innerHTML = html;
         break;
       case "vm":
