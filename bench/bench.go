@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -312,4 +313,45 @@ func closedLoop(ctx context.Context, conns []*conn, d time.Duration, ok func(int
 	}
 	wg.Wait()
 	return all, bad, firstErr
+}
+
+// cpuProfile starts a CPU profile, of d, of the server whose operator
+// API is at admin, and returns the function that waits for it to end
+// and writes it to file; what names the profile in errors. The profile
+// has begun when cpuProfile returns.
+func cpuProfile(ctx context.Context, hc *http.Client, admin string, d, timeout time.Duration, file, what string) (wait func() error, err error) {
+	ctx, cancel := context.WithTimeout(ctx, d+timeout)
+	secs := strconv.Itoa(max(int(d/time.Second), 1))
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+admin+"/debug/pprof/profile?seconds="+secs, nil)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- func() error {
+			resp, err := hc.Do(req)
+			if err != nil {
+				return err
+			}
+			defer resp.Body.Close()
+			b, err := io.ReadAll(resp.Body)
+			if err != nil {
+				return err
+			}
+			if resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("%s: %s", resp.Status, bytes.TrimSpace(b))
+			}
+			return os.WriteFile(file, b, 0o644)
+		}()
+	}()
+	// The profile starts when the server has the request.
+	time.Sleep(200 * time.Millisecond)
+	return func() error {
+		defer cancel()
+		if err := <-done; err != nil {
+			return fmt.Errorf("CPU profile of %s: %w", what, err)
+		}
+		return nil
+	}, nil
 }

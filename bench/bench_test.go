@@ -39,10 +39,23 @@ func TestPoll(t *testing.T) {
 	// aws polls with an IMDSv2 token on every GET, on a fleet that
 	// requires them: a token refused is an error here.
 	for i, api := range []string{"azure", "gce", "aws"} {
+		// azure's run takes a CPU profile of the server as well.
+		profile := ""
+		if api == "azure" {
+			profile = filepath.Join(t.TempDir(), "azure.pprof")
+		}
 		rep, err := bench.Poll(t.Context(), bench.PollConfig{API: api, VMs: 4, AddrBase: netip.MustParseAddr(fmt.Sprintf("127.3.%d.1", 10+i)),
-			Duration: 300 * time.Millisecond, Warmup: 50 * time.Millisecond, Rounds: 2, Ceiling: true, Binary: binary})
+			Duration: 300 * time.Millisecond, Warmup: 50 * time.Millisecond, Rounds: 2, Ceiling: true, Binary: binary, CPUProfile: profile})
 		if err != nil {
 			t.Fatal(err)
+		}
+		if profile != "" {
+			if b, err := os.ReadFile(profile); err != nil || len(b) == 0 {
+				t.Errorf("%s: the CPU profile: %d bytes, %v", api, len(b), err)
+			}
+		}
+		if want := float64(rep.Ceiling.CPUPerRequest) / float64(rep.Forewarn.CPUPerRequest); rep.CPURatio != want || rep.CPUMet != (want >= bench.CPUTarget) {
+			t.Errorf("%s: CPU ratio %v (met %v), want %v from %v and %v", api, rep.CPURatio, rep.CPUMet, want, rep.Ceiling.CPUPerRequest, rep.Forewarn.CPUPerRequest)
 		}
 		for _, r := range []*bench.Run{&rep.Forewarn, rep.Ceiling} {
 			if r.Requests == 0 || r.Errors != 0 || r.Throughput <= 0 || r.Latency.P50 <= 0 || r.Latency.P999 < r.Latency.P50 || r.ServerCPU <= 0 {

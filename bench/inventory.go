@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -542,38 +541,6 @@ func (s *invServer) profile(ctx context.Context, cfg InventoryConfig, step strin
 	if cfg.ProfileDir == "" {
 		return func() error { return nil }, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, cfg.ProfileFor+cfg.Timeout)
-	secs := strconv.Itoa(int(cfg.ProfileFor / time.Second))
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+s.admin+"/debug/pprof/profile?seconds="+secs, nil)
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	done := make(chan error, 1)
-	go func() {
-		done <- func() error {
-			resp, err := s.hc.Do(req)
-			if err != nil {
-				return err
-			}
-			defer resp.Body.Close()
-			b, err := io.ReadAll(resp.Body)
-			if err != nil {
-				return err
-			}
-			if resp.StatusCode != http.StatusOK {
-				return fmt.Errorf("%s: %s", resp.Status, bytes.TrimSpace(b))
-			}
-			return os.WriteFile(filepath.Join(cfg.ProfileDir, fmt.Sprintf("%s-%d.pprof", step, s.n)), b, 0o644)
-		}()
-	}()
-	// The profile starts when the server has the request.
-	time.Sleep(200 * time.Millisecond)
-	return func() error {
-		defer cancel()
-		if err := <-done; err != nil {
-			return fmt.Errorf("CPU profile of %s: %w", step, err)
-		}
-		return nil
-	}, nil
+	file := filepath.Join(cfg.ProfileDir, fmt.Sprintf("%s-%d.pprof", step, s.n))
+	return cpuProfile(ctx, s.hc, s.admin, cfg.ProfileFor, cfg.Timeout, file, step)
 }

@@ -35,7 +35,14 @@ type PollConfig struct {
 	// Target, when set, is the host:port of a running Forewarn server
 	// whose fleet has the VMs at AddrBase; then nothing is started.
 	Target string `json:"target,omitempty"`
+	// CPUProfile, when set, is a file to write a CPU profile of the
+	// Forewarn server to, taken over one measured round.
+	CPUProfile string `json:"-"`
 }
+
+// CPUTarget is the least ratio of the ceiling's CPU per request to
+// Forewarn's that the GET path is held to.
+const CPUTarget = 0.9
 
 // Run is one server's measured result.
 type Run struct {
@@ -58,6 +65,11 @@ type PollReport struct {
 	Ceiling   *Run       `json:"ceiling,omitempty"`
 	// Ratio is Forewarn's throughput over the ceiling's.
 	Ratio float64 `json:"ratio,omitempty"`
+	// CPURatio is the ceiling's server CPU per request over Forewarn's
+	// (1 is the floor's cost; less is dearer), and CPUMet whether it is
+	// at least CPUTarget; zero when either was not measured.
+	CPURatio float64 `json:"cpuRatio,omitempty"`
+	CPUMet   bool    `json:"cpuMet"`
 }
 
 // request returns one VM's poll request; token is its IMDSv2 session
@@ -212,8 +224,20 @@ func Poll(ctx context.Context, cfg PollConfig) (*PollReport, error) {
 	var fwLat, ceilLat []time.Duration
 	var fwTime, ceilTime, fwCPU, ceilCPU time.Duration
 	for round := range cfg.Rounds {
+		wait := func() error { return nil }
+		// The first round warms up first: the profile takes the second,
+		// when there is one.
+		if round == min(1, cfg.Rounds-1) && fw != nil && cfg.CPUProfile != "" {
+			d := cfg.Duration / time.Duration(cfg.Rounds)
+			if wait, err = cpuProfile(ctx, &http.Client{}, fw.admin, d, time.Minute, cfg.CPUProfile, "the Forewarn server"); err != nil {
+				return nil, err
+			}
+		}
 		lat, bad, cpu, elapsed, err := measure(ctx, cfg, addrs, target, reqs, fw, round == 0)
 		if err != nil {
+			return nil, err
+		}
+		if err := wait(); err != nil {
 			return nil, err
 		}
 		fwLat, fwTime, fwCPU = append(fwLat, lat...), fwTime+elapsed, fwCPU+cpu
@@ -231,6 +255,10 @@ func Poll(ctx context.Context, cfg PollConfig) (*PollReport, error) {
 	if ceil != nil {
 		finish(rep.Ceiling, ceilLat, ceilTime, ceilCPU)
 		rep.Ratio = rep.Forewarn.Throughput / rep.Ceiling.Throughput
+		if rep.Forewarn.CPUPerRequest > 0 && rep.Ceiling.CPUPerRequest > 0 {
+			rep.CPURatio = float64(rep.Ceiling.CPUPerRequest) / float64(rep.Forewarn.CPUPerRequest)
+			rep.CPUMet = rep.CPURatio >= CPUTarget
+		}
 	}
 	return rep, nil
 }

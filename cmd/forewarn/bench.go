@@ -68,6 +68,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fs.Float64Var(&cfg.RateLimit, "rate-limit", 0, "the server's --rate-limit, --aws-rate-limit and --gce-rate-limit (0: throttling off)")
 		fs.BoolVar(&cfg.Ceiling, "ceiling", true, "also measure a minimal net/http server returning the same bytes")
 		fs.StringVar(&cfg.Target, "target", "", "host:port of a running server whose fleet has the VMs at --addr-base (default: start one)")
+		fs.StringVar(&cfg.CPUProfile, "cpu-profile", "", "file to write a CPU profile of the Forewarn server to, over one measured round")
 		run = func() (any, error) {
 			a, err := netip.ParseAddr(*base)
 			cfg.AddrBase = a
@@ -222,6 +223,9 @@ func printBench(w io.Writer, rep any) {
 		if r.Ceiling != nil {
 			fmt.Fprintf(tw, "ratio to the ceiling\t%.3f\n", r.Ratio)
 		}
+		if r.CPURatio > 0 {
+			fmt.Fprintf(tw, "ceiling CPU/REQ ÷ forewarn's\t%.3f\t(target ≥ %.2f: %s)\n", r.CPURatio, bench.CPUTarget, metWord(r.CPUMet))
+		}
 	case *bench.FanoutReport:
 		fmt.Fprintf(tw, "fanout: %d waiters, %d delivered\n", r.Config.Waiters, r.Delivered)
 		fmt.Fprintf(tw, "delivery delay\tp50 %s\tp99 %s\tp99.9 %s\tmax %s\n", us(r.Delay.P50), us(r.Delay.P99), us(r.Delay.P999), us(r.Delay.Max))
@@ -359,12 +363,7 @@ func printInventory(tw *tabwriter.Writer, r *bench.InventoryReport) {
 	ms := func(d time.Duration) string { return fmt.Sprintf("%.1fms", float64(d)/1e6) }
 	cpu := func(d time.Duration) string { return fmt.Sprintf("%.0fms", float64(d)/1e6) } // in 10 ms ticks
 	mb := func(n int64) string { return fmt.Sprintf("%.0f MB", float64(n)/1e6) }
-	met := func(ok bool) string {
-		if ok {
-			return "yes"
-		}
-		return "NO"
-	}
+	met := metWord
 	t := r.Targets
 	sets := fmt.Sprintf("availability sets of %d", r.Config.SetSize)
 	switch {
@@ -417,12 +416,7 @@ func parseSizes(name, list string) ([]int, error) {
 func printBenchSession(tw *tabwriter.Writer, r *bench.SessionReport) {
 	ms := func(d time.Duration) string { return fmt.Sprintf("%.1fms", float64(d)/1e6) }
 	kb := func(n float64) string { return fmt.Sprintf("%.1f KB", n/1e3) }
-	met := func(ok bool) string {
-		if ok {
-			return "yes"
-		}
-		return "NO"
-	}
+	met := metWord
 	c := r.Config
 	how := "StartAll"
 	if c.Approve {
@@ -453,4 +447,12 @@ func printBenchSession(tw *tabwriter.Writer, r *bench.SessionReport) {
 			kb(m.PerStep), m.EventsPerStep, x.Reference.BytesPerEvent, kb(m.BeyondEvents), kb(float64(m.RecordFrom)), kb(float64(m.RecordTo)),
 			kb(float64(m.CloneFrom)), kb(float64(m.CloneTo)), float64(m.FileFrom)/1e6, float64(m.FileTo)/1e6, met(x.MemoryMet))
 	}
+}
+
+// metWord is a report's word for a target met (yes) or not (NO).
+func metWord(ok bool) string {
+	if ok {
+		return "yes"
+	}
+	return "NO"
 }

@@ -46,12 +46,7 @@ func printRelay(tw *tabwriter.Writer, r *bench.RelayReport) {
 	us := func(d time.Duration) string { return fmt.Sprintf("%.0fµs", float64(d)/1e3) }
 	cpu := func(d time.Duration) string { return fmt.Sprintf("%.1fµs", float64(d)/1e3) }
 	ms := func(d time.Duration) string { return fmt.Sprintf("%.1fms", float64(d)/1e6) }
-	met := func(ok bool) string {
-		if ok {
-			return "yes"
-		}
-		return "NO"
-	}
+	met := metWord
 	c := r.Config
 	fmt.Fprintf(tw, "relay: %s GET directly, through 'forewarn relay', and through the reference hop (a TCP proxy that copies bytes, no TLS), each a child process; targets: added p50 < %s (sequential), ≤ %d connections to the server for the fan-out\n",
 		c.API, us(bench.RelayAddedP50Target), bench.RelayUpstreamTarget)
