@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -102,7 +103,19 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		var wcfg bench.WideConfig
 		fs.IntVar(&wcfg.SetSize, "wide-set", 200, "with --wide: VMs per availability set (0: standalone VMs, -1: one set of the whole fleet)")
 		provider := fs.String("wide-provider", "azure", "with --wide: azure (a Freeze), gce (a live migration) or aws (an EC2 system-maintenance)")
+		profile := fs.String("cpu-profile", "", "file to write a CPU profile of the whole run to (the engine runs in this process)")
 		run = func() (any, error) {
+			if *profile != "" {
+				f, err := os.Create(*profile)
+				if err != nil {
+					return nil, err
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return nil, err
+				}
+				defer pprof.StopCPUProfile()
+			}
 			if *wide == "" {
 				return bench.Engine(ctx, cfg)
 			}
