@@ -127,15 +127,16 @@ var routes = []string{
 
 // route returns the metrics route of a request path: the token, the
 // maintenance keys (events, spot, autoscaling), the rest of meta-data,
-// dynamic, and everything else.
+// dynamic (at any version), and everything else.
 func route(p string) int {
 	if p == TokenPath {
 		return routeToken
 	}
-	key, ok := strings.CutPrefix(p, "/latest/")
-	switch {
-	case !ok:
+	seg, key, ok := strings.Cut(strings.TrimPrefix(p, "/"), "/")
+	if _, known := versionOf(seg); !known || !ok {
 		return routeOther
+	}
+	switch {
 	case key == "meta-data/events" || strings.HasPrefix(key, "meta-data/events/"):
 		return routeEvents
 	case key == "meta-data/spot" || strings.HasPrefix(key, "meta-data/spot/"):
@@ -234,8 +235,13 @@ func ConnContext(ctx context.Context, c net.Conn) context.Context {
 	return context.WithValue(ctx, connKey{}, c)
 }
 
-// ServeHTTP serves everything under /latest/ and the version list at /.
+// ServeHTTP serves the version list at /, and everything under each
+// version. A path with empty segments (//latest/meta-data/ or
+// /latest//meta-data/) is served as the path without them, as EC2 does.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if strings.Contains(r.URL.Path, "//") {
+		r = withPath(r, CleanPath(r.URL.Path))
+	}
 	// The caller is looked up once, for the history and the answer.
 	vm := s.Caller(r)
 	hw := s.history.Start(w, history.NameOf(vm))
@@ -508,89 +514,6 @@ func (s *Server) remaining(vm *forewarn.VM, sl *slot, tok string) time.Duration 
 		return -1
 	}
 	return left
-}
-
-// The fixed listings.
-var (
-	lsRoot        = []byte("latest")
-	lsLatest      = []byte("dynamic\nmeta-data")
-	lsDynamic     = []byte("instance-identity/")
-	lsIdentity    = []byte("document")
-	lsPlacement   = []byte("availability-zone\nregion")
-	lsMaintenance = []byte("history\nscheduled")
-	lsAutoscaling = []byte("target-lifecycle-state")
-)
-
-// lookup returns the answer to path in d, or nil for 404. A directory
-// answers with or without its final slash.
-func lookup(d *doc, path string) []byte {
-	if path == "/" {
-		return lsRoot
-	}
-	key, ok := strings.CutPrefix(path, "/latest")
-	if !ok {
-		return nil
-	}
-	key = strings.TrimSuffix(strings.TrimPrefix(key, "/"), "/")
-	st := d.static
-	switch key {
-	case "":
-		return lsLatest
-	case "dynamic":
-		return lsDynamic
-	case "dynamic/instance-identity":
-		return lsIdentity
-	case "dynamic/instance-identity/document":
-		return st.identity
-	case "meta-data":
-		return d.metaData
-	case "meta-data/ami-id":
-		return st.amiID
-	case "meta-data/hostname", "meta-data/local-hostname":
-		return st.hostname
-	case "meta-data/instance-id":
-		return st.instanceID
-	case "meta-data/instance-life-cycle":
-		return st.lifeCycle
-	case "meta-data/instance-type":
-		return st.instanceType
-	case "meta-data/local-ipv4":
-		return st.localIPv4
-	case "meta-data/mac":
-		return st.macAddr
-	case "meta-data/placement":
-		return lsPlacement
-	case "meta-data/placement/availability-zone":
-		return st.zone
-	case "meta-data/placement/region":
-		return st.region
-	case "meta-data/events":
-		return d.events
-	case "meta-data/events/maintenance":
-		return lsMaintenance
-	case "meta-data/events/maintenance/scheduled":
-		return d.scheduled
-	case "meta-data/events/maintenance/history":
-		return d.history
-	case "meta-data/events/recommendations":
-		return d.recommendations
-	case "meta-data/events/recommendations/rebalance":
-		return d.rebalance
-	case "meta-data/spot":
-		return d.spot
-	case "meta-data/spot/instance-action":
-		return d.instanceAction
-	case "meta-data/spot/termination-time":
-		return d.termination
-	case "meta-data/autoscaling":
-		if d.lifecycle == nil {
-			return nil
-		}
-		return lsAutoscaling
-	case "meta-data/autoscaling/target-lifecycle-state":
-		return d.lifecycle
-	}
-	return nil
 }
 
 // errorPages holds the XHTML page EC2 answers each error status with:

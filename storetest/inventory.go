@@ -369,6 +369,11 @@ func fullVM(name string) *forewarn.VM {
 		SpotInterruptionBehavior: "hibernate",
 		HTTPTokens:               "required",
 		HopLimit:                 3,
+		AMIID:                    "ami-0abcdef1234567890",
+		AccountID:                "210987654321",
+		SecurityGroups:           "web\nssh access",
+		SubnetID:                 "subnet-be9b61d7",
+		VPCID:                    "vpc-0123456789abcdef0",
 	}
 }
 
