@@ -244,6 +244,9 @@ func (e *Engine) apply(u *forewarn.Update) bool {
 	}
 	e.installSessions(c.Sessions)
 	e.noteRecords(c.VMs)
+	if c.SigningKeys != nil {
+		e.keys.Store(c.SigningKeys)
+	}
 	e.setRev(u.Revision)
 	e.publish(touched)
 	e.retire(gone)
@@ -356,6 +359,9 @@ func (e *Engine) reset(st *forewarn.State) {
 		touched[vm.Name] = true
 	}
 	e.noteRecords(st.VMs)
+	if st.SigningKeys != nil {
+		e.keys.Store(st.SigningKeys)
+	}
 	e.setRev(st.Revision)
 	e.noteReload(st.Revision)
 	e.publish(touched)
