@@ -257,6 +257,14 @@ type Engine struct {
 	// (guarded by mu).
 	keys    atomic.Pointer[forewarn.SigningKeys]
 	newKeys *forewarn.SigningKeys
+	// sightings holds the store's sightings, by event ID, and ssubs
+	// their subscribers (guarded by mu); noted, those noted and not yet
+	// written; clients, the client records saved with VM records
+	// (guarded by mu).
+	sightings map[string]*forewarn.Sighting
+	ssubs     []func(map[string]*forewarn.Sighting)
+	noted     sightings
+	clients   ClientRecords
 }
 
 // New loads the store's state, applies every deadline that passed while

@@ -27,6 +27,9 @@ type member struct {
 	// seen is when the VM last called its metadata API (Unix ns), and
 	// saved what the store holds of it.
 	seen, saved atomic.Int64
+	// client is the client record the store holds of the VM, nil for
+	// none.
+	client atomic.Pointer[[]byte]
 }
 
 // cur returns the inventory in force.
