@@ -104,6 +104,16 @@ type VM struct {
 	// only); HopLimit is the IP TTL of a token PUT's answer.
 	HTTPTokens string `json:"httpTokens,omitempty"`
 	HopLimit   int    `json:"httpPutResponseHopLimit,omitempty"`
+	// AMIID, AccountID, SubnetID and VPCID are the image, the owner
+	// account, the subnet and the VPC an EC2 VM's metadata names, and
+	// SecurityGroups the names of its security groups, one per line, as
+	// meta-data/security-groups lists them. Empty, the metadata service
+	// uses its defaults.
+	AMIID          string `json:"amiId,omitempty"`
+	AccountID      string `json:"accountId,omitempty"`
+	SecurityGroups string `json:"securityGroups,omitempty"`
+	SubnetID       string `json:"subnetId,omitempty"`
+	VPCID          string `json:"vpcId,omitempty"`
 }
 
 // Evictable reports whether the VM can be evicted (preempted).

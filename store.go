@@ -1,7 +1,9 @@
 package forewarn
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"time"
 )
 
@@ -30,6 +32,74 @@ type State struct {
 	InventoryRevision int64
 	// Sessions maps a maintenance session's ID to the session.
 	Sessions map[string]*Session
+	// SigningKeys are the keys the servers sign session tokens with; nil
+	// when the store holds none yet.
+	SigningKeys *SigningKeys
+	// Sightings maps an event's ID to what the metadata servers noted of
+	// its readers.
+	Sightings map[string]*Sighting
+}
+
+// SigningKeys are the secrets that the servers sharing a store sign
+// their session tokens (EC2's IMDSv2 tokens) with, so that every server,
+// and a server after a restart, accepts a token until it expires:
+// Current signs, and a token signed with Current or Previous is good.
+type SigningKeys struct {
+	Current SigningKey `json:"current"`
+	// Previous is the key Current replaced, zero before the first
+	// rotation.
+	Previous SigningKey `json:"previous,omitzero"`
+}
+
+// SigningKey is one secret and when it was made.
+type SigningKey struct {
+	Secret  []byte    `json:"secret"`
+	Created time.Time `json:"created"`
+}
+
+// MinSigningKey is the length, in bytes, of the shortest secret a store
+// takes.
+const MinSigningKey = 32
+
+// Normalized returns a copy of k as a store returns it: secrets of its
+// own, times in UTC without monotonic readings.
+func (k *SigningKeys) Normalized() *SigningKeys {
+	c := *k
+	for _, key := range []*SigningKey{&c.Current, &c.Previous} {
+		key.Secret = bytes.Clone(key.Secret)
+		key.Created = key.Created.UTC()
+	}
+	return &c
+}
+
+// Sighting is what the metadata servers noted about who read one event,
+// kept in the store so that the client-behaviour report is the same
+// after a restart and on every replica.
+type Sighting struct {
+	// By is the first VM that read a document showing the event, and At
+	// when; empty and zero when none did.
+	By string    `json:"by,omitempty"`
+	At time.Time `json:"at,omitzero"`
+	// NotBefore is the NotBefore the event was last read with while
+	// Scheduled; Started when it started, as a read of it showed.
+	NotBefore time.Time `json:"notBefore,omitzero"`
+	Started   time.Time `json:"started,omitzero"`
+	// LateReaders counts the VMs that first read the event only after it
+	// started, its notice unread; FirstLate is the first of them, and
+	// FirstLateAt when its request began.
+	LateReaders int       `json:"lateReaders,omitempty"`
+	FirstLate   string    `json:"firstLate,omitempty"`
+	FirstLateAt time.Time `json:"firstLateAt,omitzero"`
+}
+
+// Normalized returns a copy of s as a store returns it: times in UTC
+// without monotonic readings.
+func (s *Sighting) Normalized() *Sighting {
+	c := *s
+	for _, t := range []*time.Time{&c.At, &c.NotBefore, &c.Started, &c.FirstLateAt} {
+		*t = t.UTC()
+	}
+	return &c
 }
 
 // Definition is one VM of the inventory as a store keeps it.
@@ -40,6 +110,11 @@ type Definition struct {
 	// order they were registered (a fleet file's order, then each new
 	// VM's). It is unique within the inventory and never reused.
 	Seq int64 `json:"seq"`
+	// Registration tells this registration of the VM from any other: a
+	// random number drawn when the VM joins the inventory, kept while it
+	// stays (its definition may change), and drawn again should it leave
+	// and join again. 0 in a store written before registrations.
+	Registration uint64 `json:"registration,omitempty"`
 }
 
 // ScaleSetRecord is a scale set's Terminate settings as an operator set
@@ -66,6 +141,11 @@ type VMRecord struct {
 	// when it matters: the first read after each of its host maintenance
 	// events ended. A live migration is warned only to a VM that did.
 	Queried time.Time `json:"queried,omitzero"`
+	// Client is what the metadata servers counted of the VM's client for
+	// the client-behaviour report, in the history package's encoding,
+	// so that a restart changes none of its findings; stores keep it as
+	// they are given it.
+	Client json.RawMessage `json:"client,omitempty"`
 }
 
 // Normalized returns a copy of r as a store returns it: times in UTC
@@ -74,6 +154,7 @@ func (r *VMRecord) Normalized() *VMRecord {
 	c := *r
 	c.LastSeen = c.LastSeen.UTC()
 	c.Queried = c.Queried.UTC()
+	c.Client = bytes.Clone(c.Client)
 	return &c
 }
 
@@ -107,6 +188,11 @@ type Change struct {
 	// removed where the value is nil. A store may hand them to its
 	// followers: they must not be modified once committed.
 	Sessions map[string]*Session
+	// SigningKeys, when set, replace the store's.
+	SigningKeys *SigningKeys
+	// Sightings are set whole for the named events; an event's sighting
+	// leaves the store with the event (Deletes).
+	Sightings map[string]*Sighting
 	// Fence, when set, is a leadership fence from Term.Fence: a store
 	// shared by several servers refuses the change with ECONFLICT unless
 	// the term it names still leads, so a deposed leader's late write is
@@ -177,6 +263,9 @@ func (c *Change) Validate() error {
 		if r == nil {
 			return Errorf(EINVALID, "VM record for %s is nil", vm)
 		}
+		if len(r.Client) > 0 && !json.Valid(r.Client) {
+			return Errorf(EINVALID, "VM record for %s holds a client record that is not JSON", vm)
+		}
 	}
 	for name, d := range c.Inventory {
 		switch {
@@ -194,6 +283,14 @@ func (c *Change) Validate() error {
 	for id, ses := range c.Sessions {
 		if id == "" || ses != nil && ses.ID != id {
 			return Errorf(EINVALID, "session %q does not hold a session of that ID", id)
+		}
+	}
+	if k := c.SigningKeys; k != nil && len(k.Current.Secret) < MinSigningKey {
+		return Errorf(EINVALID, "a signing key of %d bytes, under %d", len(k.Current.Secret), MinSigningKey)
+	}
+	for id, s := range c.Sightings {
+		if id == "" || s == nil {
+			return Errorf(EINVALID, "a sighting without an event ID, or nil")
 		}
 	}
 	for ss, r := range c.ScaleSets {

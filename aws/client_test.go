@@ -256,9 +256,10 @@ type swappable struct{ p atomic.Pointer[aws.Server] }
 
 func (s *swappable) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.p.Load().ServeHTTP(w, r) }
 
-// TestClientTokenRefresh: a token the server refuses (its key changed)
-// costs one 401, one new token and one retry; a server that refuses the
-// new token too gets no third try.
+// TestClientTokenRefresh: a token the server refuses (its VM was
+// registered again) costs one 401, one new token and one retry; a
+// server that refuses the new token too gets no third try. A new server
+// on the same engine, as after a restart, takes the token as it was.
 func TestClientTokenRefresh(t *testing.T) {
 	e, s := setup(t)
 	h := &swappable{}
@@ -282,7 +283,15 @@ func TestClientTokenRefresh(t *testing.T) {
 
 	h.p.Store(aws.NewServer(e, nil))
 	if id, err := c.InstanceID(ctx); err != nil || id != "i-0000000000000000a" {
-		t.Fatalf("InstanceID after the key changed = %q, %v", id, err)
+		t.Fatalf("InstanceID from a new server = %q, %v", id, err)
+	}
+	wantLog(t, "a new server", srv.take(), idGet)
+
+	vm := *e.Fleet().VM("ec2_0")
+	change(t, e, engine.InventoryChange{Remove: []string{"ec2_0"}})
+	change(t, e, engine.InventoryChange{Set: []*forewarn.VM{&vm}})
+	if id, err := c.InstanceID(ctx); err != nil || id != "i-0000000000000000a" {
+		t.Fatalf("InstanceID after the VM was registered again = %q, %v", id, err)
 	}
 	if id, err := c.InstanceID(ctx); err != nil || id != "i-0000000000000000a" {
 		t.Fatalf("InstanceID with the new token = %q, %v", id, err)

@@ -10,26 +10,16 @@ package aws
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/rand"
-	"crypto/sha256"
-	"crypto/subtle"
-	"encoding/base64"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
-	"unsafe"
 
 	"github.com/forewarn/forewarn"
 	"github.com/forewarn/forewarn/engine"
@@ -75,13 +65,9 @@ type Server struct {
 	// slots holds each EC2 VM's document, last token and throttling
 	// state, made and dropped with the VM.
 	slots *slots.Table[slot]
-	// registered counts the slots made: each VM's registration signs its
-	// tokens apart. Only the engine's subscription touches it.
-	registered uint64
-	// key signs session tokens: a token names no VM, its signature does.
-	key [32]byte
-	// macs holds HMAC-SHA256 hashes keyed with key, for reuse.
-	macs sync.Pool
+	// keys are the signers of the engine's signing keys in force: a
+	// token names no VM, its signature does.
+	keys atomic.Pointer[keyring]
 	// limits throttles each VM; nil when throttling is off.
 	limits *ratelimit.Limiter
 	// metrics records requests; nil records nothing.
@@ -98,10 +84,10 @@ type slot struct {
 	// signature check.
 	lastToken atomic.Pointer[checked]
 	limit     ratelimit.State
-	// reg numbers the registration, which the VM's tokens are signed
-	// for: a token issued before the VM left the inventory is refused
-	// after it is registered again.
-	reg uint64
+	// reg is the VM's registration (engine.View.Registration), which
+	// its tokens are signed for: a token issued before the VM left the
+	// inventory is refused after it is registered again.
+	reg atomic.Uint64
 }
 
 // Routes of the request metrics: the route label's values.
@@ -127,15 +113,16 @@ var routes = []string{
 
 // route returns the metrics route of a request path: the token, the
 // maintenance keys (events, spot, autoscaling), the rest of meta-data,
-// dynamic, and everything else.
+// dynamic (at any version), and everything else.
 func route(p string) int {
 	if p == TokenPath {
 		return routeToken
 	}
-	key, ok := strings.CutPrefix(p, "/latest/")
-	switch {
-	case !ok:
+	seg, key, ok := strings.Cut(strings.TrimPrefix(p, "/"), "/")
+	if _, known := versionOf(seg); !known || !ok {
 		return routeOther
+	}
+	switch {
 	case key == "meta-data/events" || strings.HasPrefix(key, "meta-data/events/"):
 		return routeEvents
 	case key == "meta-data/spot" || strings.HasPrefix(key, "meta-data/spot/"):
@@ -158,15 +145,6 @@ func (s *Server) SetHistory(h *history.History) { s.history = h }
 // records nothing. Call it before serving.
 func (s *Server) SetMetrics(m *metrics.Metrics) { s.metrics = m.API("aws", routes) }
 
-// checked is a token found valid, with its expiry and the remaining-TTL
-// header value of one second of its life.
-type checked struct {
-	tok string
-	exp int64 // Unix nanoseconds
-	sec int64
-	hdr []string
-}
-
 // NewServer returns a Server answering for eng's inventory. It renders
 // every aws VM's metadata now and again whenever the engine publishes a
 // change, and makes and drops the VMs' slots as the inventory changes.
@@ -175,15 +153,16 @@ func NewServer(eng *engine.Engine, log *slog.Logger) *Server {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{eng: eng, log: log, slots: slots.New[slot](forewarn.AWS)}
-	_, _ = rand.Read(s.key[:]) // crypto/rand.Read never fails
-	s.macs.New = func() any { return hmac.New(sha256.New, s.key[:]) }
 	cache := &renderCache{}
-	mk := func() *slot {
-		s.registered++
-		return &slot{reg: s.registered}
-	}
+	mk := func() *slot { return new(slot) }
 	eng.SubscribeBatch(func(vs []*engine.View) {
 		s.slots.Update(vs, mk, func(sl *slot, v *engine.View) {
+			if sl.reg.Load() != v.Registration {
+				// New, or registered again while this replica missed
+				// the removal: its tokens are another registration's.
+				sl.reg.Store(v.Registration)
+				sl.lastToken.Store(nil)
+			}
 			var st *static
 			if prev := sl.doc.Load(); prev != nil && *prev.static.vm == *v.VM {
 				st = prev.static
@@ -234,8 +213,13 @@ func ConnContext(ctx context.Context, c net.Conn) context.Context {
 	return context.WithValue(ctx, connKey{}, c)
 }
 
-// ServeHTTP serves everything under /latest/ and the version list at /.
+// ServeHTTP serves the version list at /, and everything under each
+// version. A path with empty segments (//latest/meta-data/ or
+// /latest//meta-data/) is served as the path without them, as EC2 does.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if strings.Contains(r.URL.Path, "//") {
+		r = withPath(r, CleanPath(r.URL.Path))
+	}
 	// The caller is looked up once, for the history and the answer.
 	vm := s.Caller(r)
 	hw := s.history.Start(w, history.NameOf(vm))
@@ -297,10 +281,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, vm *forewarn.VM) 
 		return
 	}
 	if tok, ok := r.Header[tokenKey]; ok || d.static.tokensRequired {
-		var left []string
-		if ok && len(tok) == 1 {
-			left = s.check(vm, sl, tok[0])
-		}
+		left := s.checkAny(vm, sl, tok)
 		if left == nil {
 			// Refused, not mistaken, as a 403 or a 429: the caller
 			// holds no connection (clients fetch a new token, on a new
@@ -422,173 +403,6 @@ func setTTL(c syscall.Conn, ttl int) error {
 		return err
 	case e4 != nil && e6 != nil:
 		return e4
-	}
-	return nil
-}
-
-// tokenEncoding is padded URL-safe base64 that refuses a last character
-// with unused bits set, so that a token has one spelling only.
-var tokenEncoding = base64.URLEncoding.Strict()
-
-// tokenLen is a token's length in bytes before encoding: a version byte,
-// the expiry in Unix nanoseconds, and a truncated signature. Encoded, it is
-// 56 characters of URL-safe base64, as EC2's tokens are.
-const tokenLen = 1 + 8 + 31
-
-// issue returns a token for vm, in the registration of slot sl, that
-// expires at exp. It is signed, not stored: the server keeps nothing per
-// token, so no caller can make it hold more.
-func (s *Server) issue(vm *forewarn.VM, sl *slot, exp time.Time) string {
-	var b [tokenLen]byte
-	b[0] = 1
-	binary.BigEndian.PutUint64(b[1:9], uint64(exp.UnixNano())) // not whole seconds: a token lasts its full TTL
-	copy(b[9:], s.sign(vm, sl, b[:9]))
-	return tokenEncoding.EncodeToString(b[:])
-}
-
-func (s *Server) sign(vm *forewarn.VM, sl *slot, head []byte) []byte {
-	m := s.macs.Get().(hash.Hash)
-	defer s.macs.Put(m)
-	m.Reset()
-	m.Write(head)
-	var reg [8]byte
-	binary.BigEndian.PutUint64(reg[:], sl.reg)
-	m.Write(reg[:])
-	io.WriteString(m, vm.Name)
-	return m.Sum(nil)[:tokenLen-9]
-}
-
-// check returns the remaining-TTL header value of tok, a token issued to
-// vm in the registration of slot sl, or nil when tok is not one or has
-// expired. The VM's last good token is checked by comparison; others by
-// their signature.
-func (s *Server) check(vm *forewarn.VM, sl *slot, tok string) []string {
-	p := &sl.lastToken
-	now := time.Now().UnixNano()
-	c := p.Load()
-	if c == nil || !sameToken(c.tok, tok) {
-		left := s.remaining(vm, sl, tok)
-		if left < 0 {
-			return nil
-		}
-		c = &checked{tok: tok, exp: now + int64(left), sec: -1}
-	}
-	if now >= c.exp {
-		return nil
-	}
-	if sec := (c.exp - now) / int64(time.Second); sec != c.sec {
-		c = &checked{tok: c.tok, exp: c.exp, sec: sec, hdr: []string{strconv.FormatInt(sec, 10)}}
-		p.Store(c)
-	}
-	return c.hdr
-}
-
-// sameToken reports whether a and b are equal, in time that does not
-// depend on where they differ.
-func sameToken(a, b string) bool {
-	return subtle.ConstantTimeCompare(unsafe.Slice(unsafe.StringData(a), len(a)), unsafe.Slice(unsafe.StringData(b), len(b))) == 1
-}
-
-// remaining returns the time left of tok, a token issued to vm in the
-// registration of slot sl, or -1 when tok is not one or has expired.
-func (s *Server) remaining(vm *forewarn.VM, sl *slot, tok string) time.Duration {
-	// Decode needs room for whole quanta, padding included: 42 bytes.
-	var b [(tokenLen + 2) / 3 * 3]byte
-	if tokenEncoding.EncodedLen(tokenLen) != len(tok) {
-		return -1
-	}
-	if n, err := tokenEncoding.Decode(b[:], []byte(tok)); err != nil || n != tokenLen || b[0] != 1 {
-		return -1
-	}
-	if !hmac.Equal(b[9:tokenLen], s.sign(vm, sl, b[:9])) {
-		return -1
-	}
-	left := time.Until(time.Unix(0, int64(binary.BigEndian.Uint64(b[1:9]))))
-	if left <= 0 {
-		return -1
-	}
-	return left
-}
-
-// The fixed listings.
-var (
-	lsRoot        = []byte("latest")
-	lsLatest      = []byte("dynamic\nmeta-data")
-	lsDynamic     = []byte("instance-identity/")
-	lsIdentity    = []byte("document")
-	lsPlacement   = []byte("availability-zone\nregion")
-	lsMaintenance = []byte("history\nscheduled")
-	lsAutoscaling = []byte("target-lifecycle-state")
-)
-
-// lookup returns the answer to path in d, or nil for 404. A directory
-// answers with or without its final slash.
-func lookup(d *doc, path string) []byte {
-	if path == "/" {
-		return lsRoot
-	}
-	key, ok := strings.CutPrefix(path, "/latest")
-	if !ok {
-		return nil
-	}
-	key = strings.TrimSuffix(strings.TrimPrefix(key, "/"), "/")
-	st := d.static
-	switch key {
-	case "":
-		return lsLatest
-	case "dynamic":
-		return lsDynamic
-	case "dynamic/instance-identity":
-		return lsIdentity
-	case "dynamic/instance-identity/document":
-		return st.identity
-	case "meta-data":
-		return d.metaData
-	case "meta-data/ami-id":
-		return st.amiID
-	case "meta-data/hostname", "meta-data/local-hostname":
-		return st.hostname
-	case "meta-data/instance-id":
-		return st.instanceID
-	case "meta-data/instance-life-cycle":
-		return st.lifeCycle
-	case "meta-data/instance-type":
-		return st.instanceType
-	case "meta-data/local-ipv4":
-		return st.localIPv4
-	case "meta-data/mac":
-		return st.macAddr
-	case "meta-data/placement":
-		return lsPlacement
-	case "meta-data/placement/availability-zone":
-		return st.zone
-	case "meta-data/placement/region":
-		return st.region
-	case "meta-data/events":
-		return d.events
-	case "meta-data/events/maintenance":
-		return lsMaintenance
-	case "meta-data/events/maintenance/scheduled":
-		return d.scheduled
-	case "meta-data/events/maintenance/history":
-		return d.history
-	case "meta-data/events/recommendations":
-		return d.recommendations
-	case "meta-data/events/recommendations/rebalance":
-		return d.rebalance
-	case "meta-data/spot":
-		return d.spot
-	case "meta-data/spot/instance-action":
-		return d.instanceAction
-	case "meta-data/spot/termination-time":
-		return d.termination
-	case "meta-data/autoscaling":
-		if d.lifecycle == nil {
-			return nil
-		}
-		return lsAutoscaling
-	case "meta-data/autoscaling/target-lifecycle-state":
-		return d.lifecycle
 	}
 	return nil
 }

@@ -240,16 +240,12 @@ func TestTokenOptional(t *testing.T) {
 
 func TestKeys(t *testing.T) {
 	_, h := setup(t)
-	for _, c := range []struct {
-		path   string
-		status int
-		body   string
-	}{
-		{"/", 200, "latest"},
+	wantKeys(t, h, optAddr, []keyCase{
+		{"/", 200, versionList},
 		{"/latest", 200, "dynamic\nmeta-data"},
 		{"/latest/", 200, "dynamic\nmeta-data"},
-		{"/latest/meta-data/", 200, "ami-id\nevents/\nhostname\ninstance-id\ninstance-life-cycle\ninstance-type\nlocal-hostname\nlocal-ipv4\nmac\nplacement/"},
-		{"/latest/meta-data", 200, "ami-id\nevents/\nhostname\ninstance-id\ninstance-life-cycle\ninstance-type\nlocal-hostname\nlocal-ipv4\nmac\nplacement/"},
+		{"/latest/meta-data/", 200, optMetaData},
+		{"/latest/meta-data", 200, optMetaData},
 		{"/latest/meta-data/ami-id", 200, aws.AMI},
 		{"/latest/meta-data/instance-id", 200, "i-0000000000000000b"},
 		{"/latest/meta-data/instance-type", 200, "c5.xlarge"},
@@ -270,11 +266,7 @@ func TestKeys(t *testing.T) {
 		{"/latest/meta-data/autoscaling/target-lifecycle-state", 404, errorPage(404)},
 		{"/latest/meta-data/nonesuch", 404, errorPage(404)},
 		{"/latest/user-data", 404, errorPage(404)},
-		{"/2009-04-04/meta-data/instance-id", 404, errorPage(404)},
-	} {
-		w := do(h, req{path: c.path, remote: optAddr})
-		want(t, c.path, w, c.status, c.body)
-	}
+		{"/2009-04-04/meta-data/instance-id", 200, "i-0000000000000000b"}})
 	w := do(h, req{path: "/latest/dynamic/instance-identity/document", remote: optAddr})
 	want(t, "identity document", w, 200, `{
   "accountId" : "123456789012",
@@ -393,7 +385,7 @@ func TestSpotInterruption(t *testing.T) {
 		get := func(key string) *httptest.ResponseRecorder {
 			return do(h, req{path: "/latest/meta-data/" + key, remote: spotAddr})
 		}
-		listing := "ami-id\nautoscaling/\nevents/\nhostname\ninstance-id\ninstance-life-cycle\ninstance-type\nlocal-hostname\nlocal-ipv4\nmac\nplacement/"
+		listing := strings.Replace(optMetaData, "ami-launch-index\n", "ami-launch-index\nautoscaling/\n", 1)
 		want(t, "listing before", get(""), 200, listing)
 		want(t, "life cycle", get("instance-life-cycle"), 200, "spot")
 		if _, err := e.EvictWith(t.Context(), "spot_2", engine.VMOptions{Notice: 5 * time.Minute, Lasts: 20 * time.Second}); err != nil {
@@ -413,7 +405,7 @@ func TestSpotInterruption(t *testing.T) {
 		want(t, "interruption notice", get("spot/instance-action"), 200, `{"action":"terminate","time":"2000-01-01T00:05:00Z"}`)
 		want(t, "termination time", get("spot/termination-time"), 200, "2000-01-01T00:05:00Z")
 		want(t, "spot/", get("spot/"), 200, "instance-action\ntermination-time")
-		want(t, "listing with spot/", get(""), 200, strings.Replace(listing, "placement/", "placement/\nspot/", 1))
+		want(t, "listing with spot/", get(""), 200, listing+"\nspot/")
 		want(t, "still in service", get("autoscaling/target-lifecycle-state"), 200, "InService")
 
 		time.Sleep(2*time.Minute + 20*time.Second)

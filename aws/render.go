@@ -3,6 +3,10 @@ package aws
 import (
 	"bytes"
 	"cmp"
+	"crypto/sha256"
+	"crypto/sha512"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -10,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"weak"
 
@@ -34,15 +39,13 @@ type doc struct {
 	lifecycle                   []byte
 	// gone reports whether the VM is terminated: it answers nothing.
 	gone bool
+	// flags are what of the VM's state its listings depend on.
+	flags flags
 	// refs are the events the keys above show, for the report's marks:
 	// scheduled lists the events of sched, the Spot keys the Preempt of
 	// spot, target-lifecycle-state the Terminate of scaleIn.
 	sched          []*history.Ref
 	spot1, scaleIn *history.Ref
-	// metaData is the meta-data/ listing, which names spot/ only while
-	// an interruption is due and events/recommendations/ only while a
-	// rebalance is recommended.
-	metaData, events, spot, recommendations []byte
 }
 
 // static holds the answers that never change for one VM definition.
@@ -51,14 +54,37 @@ type static struct {
 
 	instanceID, instanceType, zone, region, localIPv4, hostname []byte
 	lifeCycle, amiID, macAddr, identity                         []byte
+	reservationID, securityGroups, accountID                    []byte
+	interfaceID, subnetID, vpcID, domain, partition             []byte
+	// macDir lists network/interfaces/macs/: the one interface.
+	macDir []byte
+	// sig holds the identity document's pkcs7 and signature, made on
+	// their first request: few clients read them.
+	sig atomic.Pointer[signedIdentity]
 	// tokensRequired reports httpTokens: required; hopLimit is the IP
 	// TTL of a token PUT's answer.
 	tokensRequired bool
 	hopLimit       int
 }
 
-// AMI is the image ID every Forewarn VM reports.
-const AMI = "ami-0f0f0f0f0f0f0f0f0"
+// The defaults of an EC2 VM's keys a fleet file leaves out
+// (docs/aws-wire.md, section 4).
+const (
+	// AMI is the image ID of a VM without amiId.
+	AMI = "ami-0f0f0f0f0f0f0f0f0"
+	// Account is the owner account ID of a VM without accountId.
+	Account = "123456789012"
+	// SecurityGroup is the security group of a VM without
+	// securityGroups: a VPC's default group.
+	SecurityGroup = "default"
+)
+
+// The values every VM shares.
+var (
+	valLaunchIndex  = []byte("0")
+	valDeviceNumber = []byte("0")
+	valRootDevice   = []byte("/dev/xvda")
+)
 
 func newStatic(vm *forewarn.VM) *static {
 	ip := "127.0.0.1"
@@ -76,26 +102,53 @@ func newStatic(vm *forewarn.VM) *static {
 	if vm.Spot {
 		life = "spot"
 	}
-	identity := identityDocument(vm, ip, region)
+	ami, account := cmp.Or(vm.AMIID, AMI), cmp.Or(vm.AccountID, Account)
+	// As in a default VPC: one per account and region, a subnet per zone.
+	vpc := cmp.Or(vm.VPCID, hexID("vpc-", account, region))
+	subnet := cmp.Or(vm.SubnetID, hexID("subnet-", vpc, vm.Zone))
+	partition, domain := partitionOf(region)
+	m := mac(vm.InstanceID)
 	return &static{
 		vm:         vm,
 		instanceID: []byte(vm.InstanceID), instanceType: []byte(vm.MachineType), zone: []byte(vm.Zone),
 		region: []byte(region), localIPv4: []byte(ip), hostname: []byte(host), lifeCycle: []byte(life),
-		amiID: []byte(AMI), macAddr: []byte(mac(vm.InstanceID)), identity: identity,
+		amiID: []byte(ami), macAddr: []byte(m), identity: identityDocument(vm, ip, region, ami, account),
+		reservationID: []byte(hexID("r-", vm.InstanceID)), securityGroups: []byte(cmp.Or(vm.SecurityGroups, SecurityGroup)),
+		accountID: []byte(account), interfaceID: []byte(hexID("eni-", vm.InstanceID)), subnetID: []byte(subnet),
+		vpcID: []byte(vpc), domain: []byte(domain), partition: []byte(partition), macDir: []byte(m + "/"),
 		tokensRequired: vm.HTTPTokens == "required", hopLimit: max(vm.HopLimit, 1),
 	}
+}
+
+// hexID returns prefix and 17 hex digits that parts determine: an EC2
+// resource ID, the same for the same parts.
+func hexID(prefix string, parts ...string) string {
+	h := sha256.Sum256([]byte(prefix + strings.Join(parts, "\x00")))
+	return prefix + "0" + hex.EncodeToString(h[:8]) // as EC2's long IDs: 0 and 16 digits
+}
+
+// partitionOf returns the partition and the domain of region's
+// services: aws and amazonaws.com but for China and GovCloud.
+func partitionOf(region string) (partition, domain string) {
+	switch {
+	case strings.HasPrefix(region, "cn-"):
+		return "aws-cn", "amazonaws.com.cn"
+	case strings.HasPrefix(region, "us-gov-"):
+		return "aws-us-gov", "amazonaws.com"
+	}
+	return "aws", "amazonaws.com"
 }
 
 // identityDocument renders the instance identity document in EC2's own
 // layout: " : " separators, and null for the fields a plain instance
 // lacks.
-func identityDocument(vm *forewarn.VM, ip, region string) []byte {
+func identityDocument(vm *forewarn.VM, ip, region, ami, account string) []byte {
 	var b bytes.Buffer
 	b.WriteString("{\n")
 	for i, f := range [][2]string{
-		{"accountId", "123456789012"}, {"architecture", "x86_64"}, {"availabilityZone", vm.Zone},
+		{"accountId", account}, {"architecture", "x86_64"}, {"availabilityZone", vm.Zone},
 		{"billingProducts", ""}, {"devpayProductCodes", ""}, {"marketplaceProductCodes", ""},
-		{"imageId", AMI}, {"instanceId", vm.InstanceID}, {"instanceType", vm.MachineType}, {"kernelId", ""},
+		{"imageId", ami}, {"instanceId", vm.InstanceID}, {"instanceType", vm.MachineType}, {"kernelId", ""},
 		{"pendingTime", "2024-01-01T00:00:00Z"}, {"privateIp", ip}, {"ramdiskId", ""}, {"region", region},
 		{"version", "2017-09-30"},
 	} {
@@ -110,6 +163,41 @@ func identityDocument(vm *forewarn.VM, ip, region string) []byte {
 	}
 	b.WriteString("\n}")
 	return b.Bytes()
+}
+
+// signedIdentity is the identity document's pkcs7 and signature keys.
+type signedIdentity struct{ pkcs7, signature []byte }
+
+// signed returns the pkcs7 and signature of st's identity document.
+// AWS signs them with its own keys; Forewarn cannot, so they have
+// EC2's shape (base64 of a 128-byte RSA-1024 signature in 76-character
+// lines; base64 of the signed document in 64-character lines) and fail
+// every verification (docs/aws-wire.md, section 4).
+func (st *static) signed() *signedIdentity {
+	if s := st.sig.Load(); s != nil {
+		return s
+	}
+	var sig []byte
+	for i := byte(0); len(sig) < 128; i++ {
+		h := sha512.Sum512(append([]byte{i}, st.identity...))
+		sig = append(sig, h[:]...)
+	}
+	s := &signedIdentity{
+		pkcs7:     lines(base64.StdEncoding.EncodeToString(append(slices.Clip(st.identity), sig...)), 64),
+		signature: lines(base64.StdEncoding.EncodeToString(sig), 76),
+	}
+	st.sig.CompareAndSwap(nil, s)
+	return st.sig.Load()
+}
+
+// lines breaks s into lines of n characters.
+func lines(s string, n int) []byte {
+	var b []byte
+	for len(s) > n {
+		b = append(append(b, s[:n]...), '\n')
+		s = s[n:]
+	}
+	return append(b, s...)
 }
 
 // mac returns a stable locally administered MAC address for an instance.
@@ -389,13 +477,17 @@ func render(v *engine.View, st *static, cache *renderCache) *doc {
 	if vm.AutoScalingGroup != "" && d.lifecycle == nil {
 		d.lifecycle = []byte(cmp.Or(vm.WarmPool, "InService"))
 	}
-	d.metaData = metaDataListings[b2i(vm.AutoScalingGroup != "")][b2i(d.instanceAction != nil)]
-	d.events = eventListings[b2i(d.rebalance != nil)]
+	if vm.AutoScalingGroup != "" {
+		d.flags |= inGroup
+	}
 	if d.instanceAction != nil {
-		d.spot = spotListings[b2i(d.termination != nil)]
+		d.flags |= hasAction
+	}
+	if d.termination != nil {
+		d.flags |= hasTermination
 	}
 	if d.rebalance != nil {
-		d.recommendations = lsRecommendations
+		d.flags |= hasRebalance
 	}
 	return d
 }
@@ -417,26 +509,8 @@ func (d *doc) see(h *history.History, w http.ResponseWriter, b []byte) {
 // same reports whether a and b are the same bytes in memory.
 func same(a, b []byte) bool { return len(a) > 0 && len(b) == len(a) && &a[0] == &b[0] }
 
-// The listings that vary, each rendered once: meta-data/ by [in an Auto
-// Scaling group][interruption notice], events/ by [rebalance
-// recommended], spot/ by [termination time].
-var (
-	metaDataListings = [2][2][]byte{
-		{listing(metaDataKeys(false, false)), listing(metaDataKeys(false, true))},
-		{listing(metaDataKeys(true, false)), listing(metaDataKeys(true, true))},
-	}
-	eventListings     = [2][]byte{listing([]string{"maintenance/"}), listing([]string{"maintenance/", "recommendations/"})}
-	spotListings      = [2][]byte{listing([]string{"instance-action"}), listing([]string{"instance-action", "termination-time"})}
-	lsRecommendations = []byte("rebalance")
-	lsTerminated      = []byte("Terminated")
-)
-
-func b2i(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
-}
+// lsTerminated is target-lifecycle-state once a scale-in began.
+var lsTerminated = []byte("Terminated")
 
 // jsonString returns s as a JSON string, with <, > and & as they are.
 func jsonString(s string) []byte {
@@ -450,19 +524,3 @@ func jsonString(s string) []byte {
 // listing renders a directory's names, one per line, without a final
 // newline, as EC2 does.
 func listing(names []string) []byte { return []byte(strings.Join(names, "\n")) }
-
-// metaDataKeys lists meta-data/ in EC2's alphabetical order, with
-// autoscaling/ for a group member and spot/ while an interruption notice
-// stands; directories end in a slash.
-func metaDataKeys(asg, spot bool) []string {
-	keys := []string{"ami-id"}
-	if asg {
-		keys = append(keys, "autoscaling/")
-	}
-	keys = append(keys, "events/", "hostname", "instance-id", "instance-life-cycle", "instance-type",
-		"local-hostname", "local-ipv4", "mac", "placement/")
-	if spot {
-		keys = append(keys, "spot/")
-	}
-	return keys
-}

@@ -1,7 +1,7 @@
 // Package bolt implements forewarn.Store on a bbolt file, the embedded
 // default store.
 //
-// The file holds eight buckets: "events" maps an event ID to the event's
+// The file holds nine buckets: "events" maps an event ID to the event's
 // JSON, "incarnations" maps a VM name to its DocumentIncarnation, "vms"
 // maps a VM name to the JSON of its forewarn.VMRecord, "scalesets" maps a
 // scale set name to the JSON of its forewarn.ScaleSetRecord, "inventory"
@@ -9,12 +9,14 @@
 // maps a scale set name to the JSON of its definition (forewarn.ScaleSet),
 // "sessions" maps a maintenance session's ID to the JSON of its
 // forewarn.Session, written whole (a session of 1,000 hosts is a value
-// of a few hundred kilobytes, which bbolt keeps on overflow pages), and
-// "meta" holds the store's "revision" and its "inventoryRevision"
-// (absent until a commit names the inventory); numbers are 8-byte
-// big-endian. Every Commit is one bbolt transaction, synced to disk
-// before it returns. A file written before "vms", "scalesets",
-// "inventory", "inventorysets" or "sessions" existed is valid: Open adds
+// of a few hundred kilobytes, which bbolt keeps on overflow pages),
+// "sightings" maps an event ID to the JSON of its forewarn.Sighting, and
+// "meta" holds the store's "revision", its "inventoryRevision" (absent
+// until a commit names the inventory) and the JSON of its "signingKeys"
+// (absent until a commit sets them); numbers are 8-byte big-endian.
+// Every Commit is one bbolt transaction, synced to disk before it
+// returns. A file written before "vms", "scalesets", "inventory",
+// "inventorysets", "sessions" or "sightings" existed is valid: Open adds
 // them.
 //
 // Only one process may open a file at a time. Open checks the whole file
@@ -75,8 +77,10 @@ var (
 	inventoryBucket      = []byte("inventory")
 	inventorySetsBucket  = []byte("inventorysets")
 	sessionsBucket       = []byte("sessions")
+	sightingsBucket      = []byte("sightings")
 	revisionKey          = []byte("revision")
 	inventoryRevisionKey = []byte("inventoryRevision")
+	signingKeysKey       = []byte("signingKeys")
 )
 
 // mmapSize returns the address space a store maps at open. bbolt maps
@@ -201,7 +205,7 @@ func verify(path string) (missing [][]byte, err error) {
 // allBuckets lists every bucket of a store, those of the first layout
 // first.
 var allBuckets = [][]byte{eventsBucket, incarnationsBucket, metaBucket, vmsBucket, scaleSetsBucket, inventoryBucket, inventorySetsBucket,
-	sessionsBucket}
+	sessionsBucket, sightingsBucket}
 
 // classify maps an error from bbolt.Open to ErrLocked or ErrCorrupt when
 // it is one, and returns other errors (a missing directory, permissions)
@@ -248,6 +252,9 @@ func check(tx *bbolt.Tx, size int64) (missing [][]byte, err error) {
 		if v := meta.Get(k); v != nil && len(v) != 8 {
 			return nil, fmt.Errorf("%w: %s is %d bytes, want 8", ErrCorrupt, k, len(v))
 		}
+	}
+	if _, err := codec.SigningKeys(meta.Get(signingKeysKey)); err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrCorrupt, signingKeysKey, err)
 	}
 	if err := events.ForEach(func(k, v []byte) error {
 		e, err := decodeEvent(v)
@@ -297,10 +304,11 @@ func check(tx *bbolt.Tx, size int64) (missing [][]byte, err error) {
 		{inventoryBucket, func(name string, v []byte) error { _, err := codec.Definition(name, v); return err }},
 		{inventorySetsBucket, func(name string, v []byte) error { _, err := codec.ScaleSet(name, v); return err }},
 		{sessionsBucket, func(id string, v []byte) error { _, err := codec.Session(id, v); return err }},
+		{sightingsBucket, func(id string, v []byte) error { _, err := codec.Sighting(id, v); return err }},
 	} {
 		bucket := tx.Bucket(b.name)
 		if bucket == nil {
-			missing = append(missing, b.name) // written before the inventory or sessions
+			missing = append(missing, b.name) // written before the inventory, sessions or sightings
 			continue
 		}
 		if err := bucket.ForEach(func(k, v []byte) error {
@@ -354,6 +362,12 @@ func (s *Store) Load(ctx context.Context) (*forewarn.State, error) {
 		}
 		if st.Sessions, err = loadBucket(tx, sessionsBucket, codec.Session); err != nil {
 			return err
+		}
+		if st.Sightings, err = loadBucket(tx, sightingsBucket, codec.Sighting); err != nil {
+			return err
+		}
+		if st.SigningKeys, err = codec.SigningKeys(meta.Get(signingKeysKey)); err != nil {
+			return fmt.Errorf("signing keys: %w", err)
 		}
 		events := tx.Bucket(eventsBucket)
 		st.Events = []*forewarn.Event{}
@@ -486,6 +500,24 @@ func (s *Store) Commit(ctx context.Context, c *forewarn.Change) (int64, error) {
 	if err != nil {
 		return 0, forewarn.Errorf(forewarn.EINVALID, "session %v", err)
 	}
+	var keys []byte
+	if c.SigningKeys != nil {
+		u.SigningKeys = c.SigningKeys.Normalized()
+		if keys, err = json.Marshal(u.SigningKeys); err != nil {
+			return 0, forewarn.Errorf(forewarn.EINVALID, "signing keys: %v", err)
+		}
+	}
+	sightIDs := slices.Sorted(maps.Keys(c.Sightings))
+	if len(sightIDs) > 0 {
+		u.Sightings = make(map[string]*forewarn.Sighting, len(sightIDs))
+		for id, si := range c.Sightings {
+			u.Sightings[id] = si.Normalized()
+		}
+	}
+	sightings, err := codec.Encode(sightIDs, u.Sightings)
+	if err != nil {
+		return 0, forewarn.Errorf(forewarn.EINVALID, "sighting of event %v", err)
+	}
 	incNames := slices.Sorted(maps.Keys(c.Incarnations))
 	// Events by ID, stably: of two with one ID the last is put last, and
 	// stays.
@@ -514,12 +546,24 @@ func (s *Store) Commit(ctx context.Context, c *forewarn.Change) (int64, error) {
 				return fmt.Errorf("put event %s: %w", e.ID, err)
 			}
 		}
+		if err := putBatch(tx.Bucket(sightingsBucket), sightIDs, sightings); err != nil {
+			return fmt.Errorf("sighting of event %w", err)
+		}
 		for _, id := range c.Deletes {
 			if id == "" {
 				continue // no event has an empty ID
 			}
 			if err := events.Delete([]byte(id)); err != nil {
 				return fmt.Errorf("delete event %s: %w", id, err)
+			}
+			// Its sighting leaves with it.
+			if err := tx.Bucket(sightingsBucket).Delete([]byte(id)); err != nil {
+				return fmt.Errorf("delete sighting of event %s: %w", id, err)
+			}
+		}
+		if keys != nil {
+			if err := meta.Put(signingKeysKey, keys); err != nil {
+				return fmt.Errorf("put signing keys: %w", err)
 			}
 		}
 		for _, vm := range incNames {
@@ -567,7 +611,7 @@ func (s *Store) Commit(ctx context.Context, c *forewarn.Change) (int64, error) {
 	if err != nil {
 		return 0, s.wrap("commit", err)
 	}
-	if len(defNames)+len(c.Events)+len(c.Deletes)+len(incNames)+len(vmRecords)+len(sesIDs) >= releaseAfter {
+	if len(defNames)+len(c.Events)+len(c.Deletes)+len(incNames)+len(vmRecords)+len(sesIDs)+len(sightIDs) >= releaseAfter {
 		releaseMapping(s.db)
 	}
 

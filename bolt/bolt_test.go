@@ -235,6 +235,9 @@ func TestOpenOldLayout(t *testing.T) {
 	if st.Sessions == nil || len(st.Sessions) != 0 {
 		t.Errorf("Load of an old-layout file returned sessions %v, want an empty map", st.Sessions)
 	}
+	if st.Sightings == nil || len(st.Sightings) != 0 || st.SigningKeys != nil {
+		t.Errorf("Load of an old-layout file returned sightings %v, signing keys %v; want an empty map and none", st.Sightings, st.SigningKeys)
+	}
 	seen := time.Date(2026, 3, 1, 11, 0, 0, 42, time.FixedZone("CET", 3600))
 	if _, err := s.Commit(ctx, &forewarn.Change{
 		Revision: 4,
@@ -245,8 +248,8 @@ func TestOpenOldLayout(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if got := rawBuckets(t, path); strings.Join(got, ",") != "events,incarnations,inventory,inventorysets,meta,scalesets,sessions,vms" {
-		t.Errorf("after Open the file has buckets %v, want inventory, inventorysets, scalesets, sessions and vms added", got)
+	if got := rawBuckets(t, path); strings.Join(got, ",") != "events,incarnations,inventory,inventorysets,meta,scalesets,sessions,sightings,vms" {
+		t.Errorf("after Open the file has buckets %v, want inventory, inventorysets, scalesets, sessions, sightings and vms added", got)
 	}
 
 	s = open(t, path)

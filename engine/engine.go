@@ -102,6 +102,11 @@ type View struct {
 	VM *forewarn.VM
 	// Incarnation is the DocumentIncarnation; it never decreases.
 	Incarnation int64
+	// Registration tells this registration of the VM in the inventory
+	// from any other, as forewarn.Definition.Registration does (its Seq,
+	// in a store written before registrations): the same on every
+	// replica and after a restart.
+	Registration uint64
 	// Events are the visible Scheduled and Started events, oldest first.
 	// They must not be modified.
 	Events []*forewarn.Event
@@ -247,6 +252,19 @@ type Engine struct {
 	tsubs []func(int64, []Transition)
 	// obs receives measurements; never nil.
 	obs Observer
+	// keys holds the store's token signing keys; newKeys, while New
+	// runs on a store without any, the keys its first commit writes
+	// (guarded by mu).
+	keys    atomic.Pointer[forewarn.SigningKeys]
+	newKeys *forewarn.SigningKeys
+	// sightings holds the store's sightings, by event ID, and ssubs
+	// their subscribers (guarded by mu); noted, those noted and not yet
+	// written; clients, the client records saved with VM records
+	// (guarded by mu).
+	sightings map[string]*forewarn.Sighting
+	ssubs     []func(map[string]*forewarn.Sighting)
+	noted     sightings
+	clients   ClientRecords
 }
 
 // New loads the store's state, applies every deadline that passed while
@@ -294,22 +312,35 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		}
 		e.mu.Lock()
 		e.reset(st)
-		e.mu.Unlock()
-		if cfg.Fleet == nil || cfg.SeedOnly && len(st.Inventory) > 0 {
-			break
+		e.newKeys = nil
+		if st.SigningKeys == nil {
+			// Written with the fleet's commit, or alone below.
+			e.newKeys = &forewarn.SigningKeys{Current: newSigningKey(time.Now())}
 		}
-		_, err = e.changeInventoryOnce(ctx, InventoryChange{Set: cfg.Fleet.VMs, SetScaleSets: cfg.Fleet.ScaleSets})
+		e.mu.Unlock()
+		if cfg.Fleet != nil && !(cfg.SeedOnly && len(st.Inventory) > 0) {
+			_, err = e.changeInventoryOnce(ctx, InventoryChange{Set: cfg.Fleet.VMs, SetScaleSets: cfg.Fleet.ScaleSets})
+			if _, ok := stale(err); ok && attempt < maxAttempts {
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("apply the fleet: %w", err)
+			}
+			// The VMs it registered take in what the store remembers of
+			// them (a store from before the inventory was stored).
+			e.mu.Lock()
+			e.noteRecords(st.VMs)
+			e.mu.Unlock()
+		}
+		e.mu.Lock()
+		err = e.makeKeys(ctx)
+		e.mu.Unlock()
 		if _, ok := stale(err); ok && attempt < maxAttempts {
-			continue
+			continue // another replica made them first
 		}
 		if err != nil {
-			return nil, fmt.Errorf("apply the fleet: %w", err)
+			return nil, err
 		}
-		// The VMs it registered take in what the store remembers of
-		// them (a store from before the inventory was stored).
-		e.mu.Lock()
-		e.noteRecords(st.VMs)
-		e.mu.Unlock()
 		break
 	}
 	if e.cluster == nil {
@@ -328,8 +359,9 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		e.loops.Add(1)
 		go e.campaignLoop()
 	}
-	e.loops.Add(1)
+	e.loops.Add(2)
 	go e.sessionLoop()
+	go e.keyLoop()
 	go e.persistLoop()
 	return e, nil
 }
@@ -1150,6 +1182,9 @@ func (e *Engine) incOf(name string) int64 { return max(e.inc[name], 1) }
 // yet shared.
 func (e *Engine) buildView(vm *forewarn.VM) *View {
 	v := &View{VM: vm, Incarnation: e.incOf(vm.Name)}
+	if d := e.cur().def(vm.Name); d != nil {
+		v.Registration = cmp.Or(d.Registration, uint64(d.Seq))
+	}
 	shared := false
 	for _, g := range e.cur().peersOf(vm.Name) {
 		if len(g) > 1 {

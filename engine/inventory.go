@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"maps"
 	"net/netip"
 	"slices"
@@ -25,6 +27,9 @@ type member struct {
 	// seen is when the VM last called its metadata API (Unix ns), and
 	// saved what the store holds of it.
 	seen, saved atomic.Int64
+	// client is the client record the store holds of the VM, nil for
+	// none.
+	client atomic.Pointer[[]byte]
 }
 
 // cur returns the inventory in force.
@@ -151,9 +156,9 @@ func (e *Engine) changeInventoryOnce(ctx context.Context, c InventoryChange) (in
 		case old != nil && sameVM(old.VM, vm):
 			delete(defs, vm.Name)
 		case old != nil:
-			defs[vm.Name] = &forewarn.Definition{VM: vm, Seq: old.Seq}
+			defs[vm.Name] = &forewarn.Definition{VM: vm, Seq: old.Seq, Registration: old.Registration}
 		default:
-			defs[vm.Name] = &forewarn.Definition{VM: vm, Seq: next}
+			defs[vm.Name] = &forewarn.Definition{VM: vm, Seq: next, Registration: newRegistration()}
 			next++
 		}
 	}
@@ -203,6 +208,13 @@ func (e *Engine) changeInventoryOnce(ctx context.Context, c InventoryChange) (in
 
 // sameVM reports whether a and b define the same VM.
 func sameVM(a, b *forewarn.VM) bool { return *a == *b }
+
+// newRegistration returns a Definition.Registration: random, and never 0.
+func newRegistration() uint64 {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return binary.BigEndian.Uint64(b[:]) | 1
+}
 
 // dropRemoved returns the new versions of the active events that name
 // the VMs defs removes: without them, and canceled when none is left.
@@ -326,10 +338,14 @@ func (e *Engine) commitInventory(ctx context.Context, now time.Time, next *inven
 	// The follow loop may take the commit in while write waits for the
 	// store: it finds next here rather than deriving it again.
 	e.pending = &pendingInventory{base: e.rev, defs: defs, sets: sets, next: next}
-	covered, err := e.write(ctx, &forewarn.Change{Events: changed, Incarnations: incs, Inventory: defs, InventorySets: sets})
+	covered, err := e.write(ctx, &forewarn.Change{Events: changed, Incarnations: incs, Inventory: defs, InventorySets: sets,
+		SigningKeys: e.newKeys})
 	e.pending = nil
 	if err != nil {
 		return err
+	}
+	if e.newKeys != nil {
+		e.wroteKeys(covered)
 	}
 	for _, m := range moves {
 		e.obs.Transition(m.t, m.from, m.to)
@@ -535,7 +551,7 @@ func (p *pendingInventory) is(defs map[string]*forewarn.Definition, sets map[str
 		switch {
 		case !ok || (d == nil) != (want == nil):
 			return false
-		case d != nil && (d.Seq != want.Seq || *d.VM != *want.VM):
+		case d != nil && (d.Seq != want.Seq || d.Registration != want.Registration || *d.VM != *want.VM):
 			return false
 		}
 	}

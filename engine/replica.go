@@ -226,12 +226,14 @@ func (e *Engine) apply(u *forewarn.Update) bool {
 			e.uninstall(old)
 			e.count(old, -1)
 			delete(e.events, id)
+			delete(e.sightings, id)
 			e.disarm(id)
 		}
 	}
 	for _, ev := range c.Events {
 		e.install(ev)
 	}
+	e.installSightings(c.Sightings, false)
 	e.reattach(regroup)
 	for name, n := range c.Incarnations {
 		if n > e.inc[name] {
@@ -244,6 +246,9 @@ func (e *Engine) apply(u *forewarn.Update) bool {
 	}
 	e.installSessions(c.Sessions)
 	e.noteRecords(c.VMs)
+	if c.SigningKeys != nil {
+		e.keys.Store(c.SigningKeys)
+	}
 	e.setRev(u.Revision)
 	e.publish(touched)
 	e.retire(gone)
@@ -272,6 +277,7 @@ func (e *Engine) noteRecords(vms map[string]*forewarn.VMRecord) {
 			raise(&m.queried, ns)
 			raise(&m.savedQ, ns)
 		}
+		clientSaved(m, r.Client)
 	}
 }
 
@@ -346,6 +352,7 @@ func (e *Engine) reset(st *forewarn.State) {
 	for _, ev := range st.Events {
 		e.install(ev)
 	}
+	e.installSightings(st.Sightings, true)
 	// Never backwards on this replica, whatever the store says, and kept
 	// for VMs that left the inventory, should they come back.
 	for name, n := range st.Incarnations {
@@ -356,6 +363,9 @@ func (e *Engine) reset(st *forewarn.State) {
 		touched[vm.Name] = true
 	}
 	e.noteRecords(st.VMs)
+	if st.SigningKeys != nil {
+		e.keys.Store(st.SigningKeys)
+	}
 	e.setRev(st.Revision)
 	e.noteReload(st.Revision)
 	e.publish(touched)

@@ -397,18 +397,26 @@ func (e *Engine) serviceEnabled(vm *forewarn.VM, now time.Time, cache map[**fore
 	return false
 }
 
-// persistLoop writes the LastSeen of VMs that NoteRequest hands it, until
-// Close. The VMs queued together are written in one commit, so a fleet's
-// calls after a restart are a few writes, not one per VM.
+// persistLoop writes the LastSeen of VMs that NoteRequest hands it, the
+// client records NoteClient asks for and the sightings NoteSighting
+// notes, until Close. The VMs queued together are written in a few
+// commits, so a fleet's calls after a restart are a few writes, not one
+// per VM.
 func (e *Engine) persistLoop() {
 	defer close(e.stopped)
 	for {
 		select {
 		case <-e.stop:
-			e.saveSeen(e.drain("")) // what is still queued is saved before the engine closes
+			// What is still queued, and the client records that changed
+			// since they were saved, are saved before the engine closes.
+			e.saveSightings()
+			e.saveClients(e.drain(""))
+			e.saveClients(e.unsavedClients())
 			return
 		case name := <-e.persist:
-			e.saveSeen(e.drain(name))
+			names := e.drain(name)
+			e.saveSightings()
+			e.saveClients(names)
 		}
 	}
 }
@@ -433,20 +441,22 @@ func (e *Engine) drain(first string) []string {
 	return names
 }
 
-// saveSeen writes the LastSeen of the VMs named unless the stored one is
-// recent. It runs only in persistLoop, which Close waits for, so it may
-// write while the engine closes.
+// saveSeen writes the VM records of the VMs named whose stored LastSeen
+// is stale, or whose client record changed. It runs only in
+// persistLoop, which Close waits for, so it may write while the engine
+// closes.
 func (e *Engine) saveSeen(names []string) {
 	if len(names) == 0 {
 		return
 	}
 	ctx := context.Background()
 	var saved, savedQs map[string]int64
+	var clients map[string][]byte
 	err := e.retry(ctx, func(ctx context.Context) error {
 		e.mu.Lock()
 		defer e.mu.Unlock()
 		recs := map[string]*forewarn.VMRecord{}
-		saved, savedQs = map[string]int64{}, map[string]int64{}
+		saved, savedQs, clients = map[string]int64{}, map[string]int64{}, map[string][]byte{}
 		for _, name := range names {
 			m := e.member(name)
 			if m == nil {
@@ -456,10 +466,12 @@ func (e *Engine) saveSeen(names []string) {
 			q, storedQ := m.queried.Load(), m.savedQ.Load()
 			seenStale := ns != 0 && (stored == 0 || time.Duration(ns-stored) >= min(savePeriod, e.disableAfter/2))
 			queryNew := q > storedQ && (storedQ == 0 || storedQ <= m.ended.Load())
-			if !seenStale && !queryNew {
+			client := e.clientRecord(name, m)
+			if !seenStale && !queryNew && (client == nil || string(e.ClientRecord(name)) == string(client)) {
 				continue
 			}
-			rec := &forewarn.VMRecord{}
+			rec := &forewarn.VMRecord{Client: client}
+			clients[name] = client
 			if ns != 0 {
 				rec.LastSeen = time.Unix(0, ns).UTC()
 			}
@@ -483,6 +495,7 @@ func (e *Engine) saveSeen(names []string) {
 		if m := e.member(name); m != nil {
 			raise(&m.saved, ns)
 			raise(&m.savedQ, savedQs[name])
+			clientSaved(m, clients[name])
 		}
 	}
 }

@@ -12,6 +12,8 @@
 //	defss/<name>    a scale set's definition in the inventory, a forewarn.ScaleSet, as JSON
 //	defrev          the revision of the last commit that named the inventory, decimal
 //	ses/<ID>        a maintenance session, a forewarn.Session, as JSON
+//	seen/<ID>       what the servers noted of an event's readers, a forewarn.Sighting, as JSON
+//	keys            the signing keys of session tokens, a forewarn.SigningKeys, as JSON
 //	leader/<lease>  the leader election (etcd's concurrency.Election)
 //	replicas/<name> a replica's announcement, as JSON, on a lease
 //
@@ -166,7 +168,7 @@ type Store struct {
 
 	// Keys and key prefixes, each with Options.Prefix in front.
 	prefix, revKey, evPrefix, incPrefix, vmPrefix, ssPrefix, leaderPrefix, replicasPrefix string
-	defPrefix, defssPrefix, defRevKey, sesPrefix                                          string
+	defPrefix, defssPrefix, defRevKey, sesPrefix, seenPrefix, keysKey                     string
 
 	ctx    context.Context // canceled by Close
 	cancel context.CancelFunc
@@ -217,6 +219,8 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		defssPrefix:    p + "defss/",
 		defRevKey:      p + "defrev",
 		sesPrefix:      p + "ses/",
+		seenPrefix:     p + "seen/",
+		keysKey:        p + "keys",
 		leaderPrefix:   p + "leader/",
 		replicasPrefix: p + "replicas/",
 		sessions:       map[*concurrency.Session]struct{}{},
@@ -276,10 +280,21 @@ func (s *Store) Load(ctx context.Context) (*forewarn.State, error) {
 		Inventory:     map[string]*forewarn.Definition{},
 		InventorySets: map[string]*forewarn.ScaleSet{},
 		Sessions:      map[string]*forewarn.Session{},
+		Sightings:     map[string]*forewarn.Sighting{},
 	}
 	for _, kv := range resp.Kvs {
 		key := string(kv.Key)
 		switch {
+		case key == s.keysKey:
+			if st.SigningKeys, err = codec.SigningKeys(kv.Value); err != nil {
+				return nil, fmt.Errorf("load etcd store %s: signing keys: %w", s.prefix, err)
+			}
+		case strings.HasPrefix(key, s.seenPrefix):
+			si, err := codec.Sighting("", kv.Value)
+			if err != nil {
+				return nil, fmt.Errorf("load etcd store %s: %s: %w", s.prefix, key, err)
+			}
+			st.Sightings[key[len(s.seenPrefix):]] = si
 		case key == s.revKey:
 			if st.Revision, err = parseInt(kv.Value); err != nil {
 				return nil, fmt.Errorf("load etcd store %s: revision: %w", s.prefix, err)
@@ -446,8 +461,8 @@ func (s *Store) writeOps(c *forewarn.Change) ([]clientv3.Op, error) {
 			delete(events, id)
 		}
 	}
-	ops := make([]clientv3.Op, 0, len(events)+len(deletes)+len(c.Incarnations)+len(c.VMs)+len(c.ScaleSets)+
-		len(c.Inventory)+len(c.InventorySets)+len(c.Sessions)+2)
+	ops := make([]clientv3.Op, 0, len(events)+2*len(deletes)+len(c.Incarnations)+len(c.VMs)+len(c.ScaleSets)+
+		len(c.Inventory)+len(c.InventorySets)+len(c.Sessions)+len(c.Sightings)+3)
 	for _, id := range slices.Sorted(maps.Keys(events)) {
 		b, err := json.Marshal(events[id].Normalized())
 		if err != nil {
@@ -456,7 +471,25 @@ func (s *Store) writeOps(c *forewarn.Change) ([]clientv3.Op, error) {
 		ops = append(ops, clientv3.OpPut(s.evPrefix+id, string(b)))
 	}
 	for _, id := range slices.Sorted(maps.Keys(deletes)) {
-		ops = append(ops, clientv3.OpDelete(s.evPrefix+id))
+		// An event's sighting leaves the store with it.
+		ops = append(ops, clientv3.OpDelete(s.evPrefix+id), clientv3.OpDelete(s.seenPrefix+id))
+	}
+	for _, id := range slices.Sorted(maps.Keys(c.Sightings)) {
+		if deletes[id] {
+			continue
+		}
+		b, err := json.Marshal(c.Sightings[id].Normalized())
+		if err != nil {
+			return nil, forewarn.Errorf(forewarn.EINVALID, "sighting of event %s: %v", id, err)
+		}
+		ops = append(ops, clientv3.OpPut(s.seenPrefix+id, string(b)))
+	}
+	if c.SigningKeys != nil {
+		b, err := json.Marshal(c.SigningKeys.Normalized())
+		if err != nil {
+			return nil, forewarn.Errorf(forewarn.EINVALID, "signing keys: %v", err)
+		}
+		ops = append(ops, clientv3.OpPut(s.keysKey, string(b)))
 	}
 	for _, vm := range slices.Sorted(maps.Keys(c.Incarnations)) {
 		ops = append(ops, clientv3.OpPut(s.incPrefix+vm, strconv.FormatInt(c.Incarnations[vm], 10)))

@@ -297,7 +297,23 @@ func (f *follower) add(ev *clientv3.Event) error {
 	case strings.HasPrefix(key, s.sesPrefix):
 		return addNamed(&c.Sessions, key[len(s.sesPrefix):], ev, codec.Session)
 	case !put:
-		// Nothing else is deleted by a commit.
+		// Nothing else is deleted by a commit but sightings, with their
+		// events.
+	case key == s.keysKey:
+		k, err := codec.SigningKeys(ev.Kv.Value)
+		if err != nil {
+			return err
+		}
+		c.SigningKeys = k
+	case strings.HasPrefix(key, s.seenPrefix):
+		si, err := codec.Sighting("", ev.Kv.Value)
+		if err != nil {
+			return err
+		}
+		if c.Sightings == nil {
+			c.Sightings = make(map[string]*forewarn.Sighting)
+		}
+		c.Sightings[key[len(s.seenPrefix):]] = si
 	case strings.HasPrefix(key, s.incPrefix):
 		n, err := parseInt(ev.Kv.Value)
 		if err != nil {

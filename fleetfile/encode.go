@@ -29,6 +29,8 @@ func entryOf(vm *forewarn.VM, full bool) vmEntry {
 		Zone: vm.Zone, MachineType: vm.MachineType, Project: vm.Project,
 		AutoScalingGroup: vm.AutoScalingGroup, WarmPool: vm.WarmPool,
 		SpotInterruptionBehavior: vm.SpotInterruptionBehavior, HTTPTokens: vm.HTTPTokens,
+		AMIID: vm.AMIID, AccountID: vm.AccountID, SecurityGroups: strings.ReplaceAll(vm.SecurityGroups, "\n", ", "),
+		SubnetID: vm.SubnetID, VPCID: vm.VPCID,
 	}
 	e.IP = ipText(vm.IP)
 	if vm.UpdateDomain != 0 || full && vm.Provider == forewarn.Azure {

@@ -109,6 +109,7 @@ vms:
   - {name: e, ip: 10.0.0.5, provider: aws, market: spot, httpTokens: Required, httpPutResponseHopLimit: 1, warmPool: running, autoScalingGroup: asg}
   - {name: f, ip: 10.0.0.6, provider: AWS, instanceId: i-0123abcd, instanceType: c5.large, availabilityZone: eu-west-1b, market: spot, spotInterruptionBehavior: stop}
   - {name: "null", ip: 10.0.0.7, cloudService: "a b"}
+  - {name: i, ip: 10.0.0.8, provider: aws, amiId: ami-0abcdef1234567890, accountId: "210987654321", securityGroups: " web ,ssh", subnetId: subnet-be9b61d7, vpcId: vpc-be9b61d7}
 scaleSets:
   - {name: ss, terminateNotBeforeTimeout: PT450S, terminateNotifications: false}
   - {name: dflt, terminateNotBeforeTimeout: PT5M, terminateNotifications: true}
@@ -125,6 +126,7 @@ scaleSets:
   - {name: e, ip: 10.0.0.5, provider: aws, autoScalingGroup: asg, warmPool: Running, market: spot, httpTokens: required}
   - {name: f, ip: 10.0.0.6, provider: aws, instanceId: i-0123abcd, instanceType: c5.large, availabilityZone: eu-west-1b, market: spot, spotInterruptionBehavior: stop}
   - {name: "null", ip: 10.0.0.7, provider: azure, cloudService: "a b"}
+  - {name: i, ip: 10.0.0.8, provider: aws, amiId: ami-0abcdef1234567890, accountId: "210987654321", securityGroups: "web, ssh", subnetId: subnet-be9b61d7, vpcId: vpc-be9b61d7}
 scaleSets:
   - {name: ss, terminateNotBeforeTimeout: PT7M30S, terminateNotifications: false}
   - {name: dflt}

@@ -84,6 +84,12 @@ type vmEntry struct {
 	SpotInterruptionBehavior string `yaml:"spotInterruptionBehavior" json:"spotInterruptionBehavior,omitempty"`
 	HTTPTokens               string `yaml:"httpTokens" json:"httpTokens,omitempty"`
 	HopLimit                 *int   `yaml:"httpPutResponseHopLimit" json:"httpPutResponseHopLimit,omitempty"`
+	AMIID                    string `yaml:"amiId" json:"amiId,omitempty"`
+	AccountID                string `yaml:"accountId" json:"accountId,omitempty"`
+	// SecurityGroups are names separated by commas.
+	SecurityGroups string `yaml:"securityGroups" json:"securityGroups,omitempty"`
+	SubnetID       string `yaml:"subnetId" json:"subnetId,omitempty"`
+	VPCID          string `yaml:"vpcId" json:"vpcId,omitempty"`
 }
 
 // Compute Engine defaults for keys a fleet file leaves out.
@@ -469,6 +475,7 @@ func visible(where place, e *vmEntry) error {
 		{"scaleSet", e.ScaleSet}, {"instanceId", e.InstanceID}, {"placementGroup", e.PlacementGroup},
 		{"zone", e.Zone}, {"machineType", e.MachineType}, {"project", e.Project},
 		{"instanceType", e.InstanceType}, {"availabilityZone", e.AvailabilityZone}, {"autoScalingGroup", e.AutoScalingGroup},
+		{"securityGroups", e.SecurityGroups},
 	} {
 		if r, ok := hidden(k.value); ok {
 			return forewarn.Errorf(forewarn.EINVALID, "%s: %s holds the invisible or control character %U", where, k.key, r)
@@ -615,7 +622,8 @@ func awsOnly(e *vmEntry) []key {
 		{"instanceType", e.InstanceType != ""}, {"availabilityZone", e.AvailabilityZone != ""},
 		{"autoScalingGroup", e.AutoScalingGroup != ""}, {"warmPool", e.WarmPool != ""}, {"market", e.Market != ""},
 		{"spotInterruptionBehavior", e.SpotInterruptionBehavior != ""}, {"httpTokens", e.HTTPTokens != ""},
-		{"httpPutResponseHopLimit", e.HopLimit != nil},
+		{"httpPutResponseHopLimit", e.HopLimit != nil}, {"amiId", e.AMIID != ""}, {"accountId", e.AccountID != ""},
+		{"securityGroups", e.SecurityGroups != ""}, {"subnetId", e.SubnetID != ""}, {"vpcId", e.VPCID != ""},
 	}
 }
 
@@ -760,8 +768,50 @@ func awsKeys(where place, e *vmEntry, vm *forewarn.VM) error {
 		}
 		vm.HopLimit = *h
 	}
+	return ec2IDs(where, e, vm)
+}
+
+// ec2IDs checks and applies the EC2 IDs an aws VM's entry e names: its
+// image, account, subnet and VPC, and its security groups' names.
+func ec2IDs(where place, e *vmEntry, vm *forewarn.VM) error {
+	for _, k := range []struct {
+		key, value string
+		form       *regexp.Regexp
+		to         *string
+		example    string
+	}{
+		{"amiId", e.AMIID, ec2AMI, &vm.AMIID, "ami- and 8 or 17 lowercase hex digits"},
+		{"accountId", e.AccountID, ec2Account, &vm.AccountID, "12 digits"},
+		{"subnetId", e.SubnetID, ec2Subnet, &vm.SubnetID, "subnet- and 8 or 17 lowercase hex digits"},
+		{"vpcId", e.VPCID, ec2VPC, &vm.VPCID, "vpc- and 8 or 17 lowercase hex digits"},
+	} {
+		if k.value != "" && !k.form.MatchString(k.value) {
+			return forewarn.Errorf(forewarn.EINVALID, "%s: %s %q is not %s", where, k.key, k.value, k.example)
+		}
+		*k.to = k.value
+	}
+	vm.SecurityGroups = ""
+	if e.SecurityGroups == "" {
+		return nil
+	}
+	names := strings.Split(e.SecurityGroups, ",")
+	for i, n := range names {
+		names[i] = strings.TrimSpace(n)
+		if names[i] == "" || len(names[i]) > 255 {
+			return forewarn.Errorf(forewarn.EINVALID, "%s: securityGroups %q holds an empty name or one over 255 characters", where, e.SecurityGroups)
+		}
+	}
+	vm.SecurityGroups = strings.Join(names, "\n")
 	return nil
 }
+
+// The forms of the EC2 IDs a fleet file may name.
+var (
+	ec2AMI     = regexp.MustCompile(`^ami-(?:[0-9a-f]{8}|[0-9a-f]{17})$`)
+	ec2Account = regexp.MustCompile(`^[0-9]{12}$`)
+	ec2Subnet  = regexp.MustCompile(`^subnet-(?:[0-9a-f]{8}|[0-9a-f]{17})$`)
+	ec2VPC     = regexp.MustCompile(`^vpc-(?:[0-9a-f]{8}|[0-9a-f]{17})$`)
+)
 
 // Default returns the fleet used without a fleet file: one Azure VM,
 // named after the host, that answers every caller of the Azure API, one

@@ -75,6 +75,8 @@ scaleSets:
   - {name: spot, ip: 10.0.0.2, provider: aws, instanceId: i-0123456789abcdef0, instanceType: c5.xlarge, availabilityZone: eu-west-1b,
      market: spot, spotInterruptionBehavior: Hibernate, httpTokens: required, httpPutResponseHopLimit: 2}
   - {name: asg, ip: 10.0.0.3, provider: aws, autoScalingGroup: web-asg, warmPool: stopped, market: spot}
+  - {name: ids, ip: 10.0.0.4, provider: aws, amiId: ami-0abcdef1234567890, accountId: "210987654321",
+     securityGroups: "web, ssh access", subnetId: subnet-be9b61d7, vpcId: vpc-0123456789abcdef0}
 `
 )
 
@@ -406,6 +408,12 @@ func TestAWSKeys(t *testing.T) {
 		{Name: "asg", IP: netip.MustParseAddr("10.0.0.3"), Provider: forewarn.AWS, InstanceID: fleetfile.DefaultInstanceID("asg"),
 			Zone: "us-east-1a", MachineType: "m5.large", AutoScalingGroup: "web-asg", WarmPool: "Warmed:Stopped",
 			Spot: true, SpotInterruptionBehavior: "terminate", HTTPTokens: "optional", HopLimit: 1},
+		{Name: "ids", IP: netip.MustParseAddr("10.0.0.4"), Provider: forewarn.AWS, InstanceID: fleetfile.DefaultInstanceID("ids"),
+			Zone: "us-east-1a", MachineType: "m5.large", HTTPTokens: "optional", HopLimit: 1, AMIID: "ami-0abcdef1234567890",
+			AccountID: "210987654321", SecurityGroups: "web\nssh access", SubnetID: "subnet-be9b61d7", VPCID: "vpc-0123456789abcdef0"},
+	}
+	if len(f.VMs) != len(want) {
+		t.Fatalf("%d VMs, want %d", len(f.VMs), len(want))
 	}
 	for i, vm := range f.VMs {
 		if !reflect.DeepEqual(*vm, want[i]) {
@@ -431,6 +439,14 @@ func TestAWSKeyErrors(t *testing.T) {
 		"{name: a, ip: 1.1.1.1, provider: aws, market: spot, spotInterruptionBehavior: x}":                                                     `vms[0] (a): spotInterruptionBehavior "x" is not terminate, stop or hibernate`,
 		"{name: a, ip: 1.1.1.1, provider: aws, httpTokens: v2}":                                                                                `vms[0] (a): httpTokens "v2" is not optional or required`,
 		"{name: a, ip: 1.1.1.1, provider: aws, httpPutResponseHopLimit: 65}":                                                                   "vms[0] (a): httpPutResponseHopLimit 65 is outside 1..64",
+		"{name: a, ip: 1.1.1.1, provider: aws, amiId: ami-12}":                    `vms[0] (a): amiId "ami-12" is not ami- and 8 or 17 lowercase hex digits`,
+		"{name: a, ip: 1.1.1.1, provider: aws, accountId: \"12345\"}":             `vms[0] (a): accountId "12345" is not 12 digits`,
+		"{name: a, ip: 1.1.1.1, provider: aws, subnetId: sub-12345678}":           `vms[0] (a): subnetId "sub-12345678" is not subnet- and 8 or 17 lowercase hex digits`,
+		"{name: a, ip: 1.1.1.1, provider: aws, vpcId: vpc-XYZ}":                   `vms[0] (a): vpcId "vpc-XYZ" is not vpc- and 8 or 17 lowercase hex digits`,
+		"{name: a, ip: 1.1.1.1, provider: aws, securityGroups: \"web,,ssh\"}":     `vms[0] (a): securityGroups "web,,ssh" holds an empty name or one over 255 characters`,
+		"{name: a, ip: 1.1.1.1, provider: aws, securityGroups: \"web\\u202essh\"}": `vms[0] ("a"): securityGroups holds the invisible or control character U+202E`,
+		"{name: a, ip: 1.1.1.1, provider: gce, vpcId: vpc-12345678}":              "vms[0] (a): vpcId is an aws key; this VM's provider is gce",
+		"{name: a, ip: 1.1.1.1, securityGroups: web}":                             "vms[0] (a): securityGroups is an aws key; this VM's provider is azure",
 		"{name: a, ip: 1.1.1.1, provider: aws, scaleSet: s}":                                                                                   "vms[0] (a): scaleSet is an azure key; this VM's provider is aws",
 		"{name: a, ip: 1.1.1.1, provider: aws, zone: us-east-1a}":                                                                              "vms[0] (a): zone is a gce key; this VM's provider is aws",
 		"{name: a, ip: 1.1.1.1, provider: aws, priority: Spot}":                                                                                "vms[0] (a): priority is an azure key; this VM's provider is aws",

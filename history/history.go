@@ -218,6 +218,9 @@ type Writer struct {
 	// noticeGap is the longest part of the gap before the request during
 	// which an event it read was Scheduled (Unix nanoseconds).
 	noticeGap int64
+	// since is when the latest-appearing event the request read appeared
+	// (Unix nanoseconds).
+	since int64
 	// watch is the Scheduled events the request read, for the VM's next
 	// gap; started, up to 4 Started events it read that gave a notice
 	// first, for a read after the notice passed.
@@ -369,7 +372,7 @@ func (h *History) Done(w http.ResponseWriter, api API, method, path, version str
 		rg.slots[rg.n%uint64(len(rg.slots))] = s
 		rg.n++
 	}
-	rg.st.add(hw, api, code, start, end, s.version, path)
+	h.noteClient(rg, rg.st.add(hw, api, code, start, end, s.version, path))
 	rg.mu.Unlock()
 	if hw.flags&flagHeld != 0 {
 		rg.held.Add(-1)

@@ -30,6 +30,8 @@ type Mark struct {
 	at     int64 // Unix nanoseconds
 	lateBy string
 	lateAt int64
+	// ms holds m: it tells the keeper of m's changes.
+	ms *marks
 }
 
 // noteLate notes that the VM named vm first read the event after it
@@ -40,6 +42,7 @@ func (m *Mark) noteLate(vm string, at int64) {
 		m.lateBy, m.lateAt = vm, at
 		m.mu.Unlock()
 	}
+	m.ms.noteSighting(m)
 }
 
 // marks holds the Mark of every event a document showed or an approval
@@ -49,6 +52,8 @@ func (m *Mark) noteLate(vm string, at int64) {
 type marks struct {
 	mu sync.Mutex
 	m  map[string]*Mark
+	// note, when set, tells the keeper of a Mark's change.
+	note func(*Mark)
 }
 
 // get returns the Mark of event id, creating it.
@@ -57,7 +62,7 @@ func (ms *marks) get(id string) *Mark {
 	defer ms.mu.Unlock()
 	m := ms.m[id]
 	if m == nil {
-		m = &Mark{id: id}
+		m = &Mark{id: id, ms: ms}
 		ms.m[id] = m
 	}
 	return m
@@ -108,16 +113,23 @@ func (h *History) See(w http.ResponseWriter, r *Ref) {
 		m = h.marks.get(r.ID)
 		r.mark.Store(m)
 	}
+	changed := false
 	if r.NotBefore != 0 && m.notBefore.Load() != r.NotBefore {
 		m.notBefore.Store(r.NotBefore)
+		changed = true
 	}
 	if !m.seen.Load() && m.seen.CompareAndSwap(false, true) {
 		m.mu.Lock()
 		m.by, m.at = hw.ring.name, time.Now().UnixNano()
 		m.mu.Unlock()
+		changed = true
 	}
 	if r.Started > 0 && m.started.Load() == 0 {
 		m.started.Store(r.Started)
+		changed = true
+	}
+	if changed {
+		h.marks.noteSighting(m)
 	}
 	hw.read = true
 	if r.Since > 0 {

@@ -37,6 +37,11 @@ type ring struct {
 	// maintPolls and noETag count wait_for_change requests on
 	// maintenance-event, and those without last_etag, as they begin.
 	maintPolls, noETag atomic.Int64
+	// stop and restart bound the time no server ran before this one
+	// (Unix ns; persist.go): the VM's counts were saved at stop, and
+	// taken in from restart. No gap counts that time. Both 0 for a VM
+	// with no counts saved.
+	stop, restart int64
 }
 
 // The fields of ring.state.
@@ -99,6 +104,8 @@ type History struct {
 	strs   atomic.Pointer[table]
 	strsMu sync.Mutex
 	marks  marks
+	// keeper keeps the records across restarts; nil for none (persist.go).
+	keeper *keeper
 }
 
 type table struct {
@@ -119,11 +126,13 @@ func New(names []string, size int) *History {
 }
 
 // Follow makes h follow eng's inventory: the VMs of its fleet now, and
-// each one added or removed later, in one Apply per change.
+// each one added or removed later, in one Apply per change. eng keeps
+// what h notes across restarts (see persist.go).
 func (h *History) Follow(eng *engine.Engine) {
 	if h == nil {
 		return
 	}
+	h.keep(eng)
 	// Under the engine's lock: a lookup per view, and Apply when the
 	// change adds or removes VMs.
 	eng.SubscribeBatch(func(vs []*engine.View) {
@@ -222,6 +231,7 @@ func (h *History) first(vm string) (*ring, uint32) {
 		}
 	}
 	g := r.reset(vm) // no one else holds r: it is in no cell, retired or new
+	h.restore(r, vm)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if made {
@@ -263,7 +273,7 @@ func (r *ring) reset(name string) uint32 {
 	if r.n > 0 {
 		clear(r.slots[:min(r.n, uint64(len(r.slots)))]) // drop what they hold
 	}
-	r.n, r.st, r.name = 0, stats{}, name
+	r.n, r.st, r.name, r.stop, r.restart = 0, stats{}, name, 0, 0
 	r.held.Store(0)
 	r.lastEnd.Store(0)
 	r.maintPolls.Store(0)

@@ -47,7 +47,10 @@ type stats struct {
 	// versionIDs are the table ids of the api-versions counted (0: none
 	// yet), and versions their counts, kept apart to pack: a ring fits
 	// the 352-byte size class.
-	versionIDs            [maxVersions]uint16
+	versionIDs [maxVersions]uint16
+	// dirty reports that the accumulators changed since their record was
+	// last saved (persist.go).
+	dirty                 bool
 	requests              uint64
 	first, last           int64 // starts of the first and the latest request
 	maxGap, maxGapEnd     int64
@@ -104,8 +107,9 @@ func (hw *Writer) notice(r *Ref, m *Mark) {
 		end = min(end, r.Started)
 	}
 	if hw.gapFrom >= 0 { // else another request was in flight: no gap
-		hw.noticeGap = max(hw.noticeGap, end-max(r.Since, hw.gapFrom))
+		hw.noticeGap = max(hw.noticeGap, hw.ring.visible(max(r.Since, hw.gapFrom), end))
 	}
+	hw.since = max(hw.since, r.Since)
 	switch w := &hw.watch; {
 	case r.Started > 0:
 		if r.Started > r.Since && int(hw.nStarted) < len(hw.started) {
@@ -124,7 +128,9 @@ func (hw *Writer) notice(r *Ref, m *Mark) {
 }
 
 // add counts one request of the VM that hw answered, begun at start and
-// ended at end.
+// ended at end, and reports whether what it changed matters to a later
+// finding at once: the VM read an event that appeared since its last
+// read, or a finding's count grew.
 //
 // The gap before it counts as pending for its longest part during which
 // an event the VM could see was Scheduled: from the event's appearance,
@@ -133,19 +139,20 @@ func (hw *Writer) notice(r *Ref, m *Mark) {
 // Started one with its start) and those the VM last read Scheduled
 // (st.watch, until their NotBefore), so the gap counts whatever this
 // request reads: the event Started, or nothing once it has ended.
-func (st *stats) add(hw *Writer, api API, code int, start, end int64, version uint16, path string) {
+func (st *stats) add(hw *Writer, api API, code int, start, end int64, version uint16, path string) (urgent bool) {
+	findings := st.slow + st.readLate
 	st.api = api
 	st.requests++
 	if st.first == 0 {
 		st.first = start
 	}
 	st.last = max(st.last, start)
-	if hw.gapFrom > 0 && start-hw.gapFrom > st.maxGap {
-		st.maxGap, st.maxGapEnd = start-hw.gapFrom, start
+	if gap := hw.ring.visible(hw.gapFrom, start); hw.gapFrom > 0 && gap > st.maxGap {
+		st.maxGap, st.maxGapEnd = gap, start
 	}
 	g := hw.noticeGap
 	if w := &st.watch; w.until > 0 && hw.gapFrom >= 0 {
-		g = max(g, min(start, w.end())-max(w.since, hw.gapFrom))
+		g = max(g, hw.ring.visible(max(w.since, hw.gapFrom), min(start, w.end())))
 	}
 	if g > 0 {
 		if g > st.maxPend {
@@ -167,6 +174,9 @@ func (st *stats) add(hw *Writer, api API, code int, start, end int64, version ui
 		}
 	}
 	if hw.read {
+		// The first read since an event appeared: the read that tells
+		// later ones of it from reads after its notice passed unread.
+		urgent = hw.since > st.lastRead
 		st.lastRead = max(st.lastRead, end)
 	}
 	if hw.watch.until > 0 {
@@ -194,6 +204,7 @@ func (st *stats) add(hw *Writer, api API, code int, start, end int64, version ui
 		st.late += uint64(hw.late)
 		st.lastLate = hw.lastLate
 	}
+	return urgent || st.slow+st.readLate != findings
 }
 
 // addVersion counts a request at the api-version of table id.
@@ -329,6 +340,10 @@ type Stats struct {
 	// LastLate are the latest such events' IDs.
 	ForeignApprovals, LateApprovals uint64
 	LastForeign, LastLate           string
+	// Stopped and Restarted bound the time before this server ran when
+	// none ran, after the VM's counts were saved (zero when they were
+	// not): no gap counts it (Visible).
+	Stopped, Restarted time.Time
 }
 
 // Stats returns a copy of vm's accumulators, and whether h has vm (a VM
@@ -338,13 +353,19 @@ func (h *History) Stats(vm string) (Stats, bool) {
 	if !ok {
 		return Stats{}, false
 	}
+	if rg == nil && h.recalls(vm) {
+		// Its counts before a restart: a ring, as its next request makes.
+		if rg, g = h.first(vm); rg == nil {
+			return Stats{}, false
+		}
+	}
 	if rg == nil {
 		return Stats{}, true // no request yet
 	}
 	if !rg.lock(g) {
 		return Stats{}, false
 	}
-	st := rg.st
+	st, stop, restart := rg.st, rg.stop, rg.restart
 	lastEnd, inFlight := rg.lastEnd.Load(), inflight(rg.state.Load())
 	noETag, maintPolls, held := rg.noETag.Load(), rg.maintPolls.Load(), rg.held.Load()
 	rg.mu.Unlock()
@@ -382,5 +403,6 @@ func (h *History) Stats(vm string) (Stats, bool) {
 		out.ReadsAfterStart, out.LastReadAfterStart = st.readLate, st.lastReadLate.id
 		out.LastReadLate, out.LastReadNotice = time.Duration(st.readLateBy), time.Duration(st.readLateNotice)
 	}
+	out.Stopped, out.Restarted = tm(stop), tm(restart)
 	return out, true
 }

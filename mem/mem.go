@@ -37,7 +37,11 @@ type Store struct {
 	// sessions holds each session normalized, shared with the followers'
 	// updates: neither modifies it.
 	sessions map[string]*forewarn.Session
-	log      watch.Log // the followers
+	// keys and sightings are normalized, shared with the followers'
+	// updates like sessions.
+	keys      *forewarn.SigningKeys
+	sightings map[string]*forewarn.Sighting
+	log       watch.Log // the followers
 }
 
 // New returns an empty Store at revision 0.
@@ -50,7 +54,8 @@ func New() *Store {
 		inv:     make(map[string]*forewarn.Definition),
 		invSets: make(map[string]forewarn.ScaleSet),
 
-		sessions: make(map[string]*forewarn.Session),
+		sessions:  make(map[string]*forewarn.Session),
+		sightings: make(map[string]*forewarn.Sighting),
 	}
 }
 
@@ -76,6 +81,13 @@ func (s *Store) Load(ctx context.Context) (*forewarn.State, error) {
 		InventorySets:     make(map[string]*forewarn.ScaleSet, len(s.invSets)),
 		InventoryRevision: s.invRev,
 		Sessions:          make(map[string]*forewarn.Session, len(s.sessions)),
+		Sightings:         make(map[string]*forewarn.Sighting, len(s.sightings)),
+	}
+	if s.keys != nil {
+		st.SigningKeys = s.keys.Normalized()
+	}
+	for id, si := range s.sightings {
+		st.Sightings[id] = si.Normalized()
 	}
 	for name, r := range s.sets {
 		st.ScaleSets[name] = &r
@@ -144,6 +156,18 @@ func (s *Store) Commit(ctx context.Context, c *forewarn.Change) (int64, error) {
 	if len(c.Sessions) > 0 {
 		u.Sessions = make(map[string]*forewarn.Session, len(c.Sessions))
 	}
+	if len(c.Sightings) > 0 {
+		u.Sightings = make(map[string]*forewarn.Sighting, len(c.Sightings))
+	}
+	if c.SigningKeys != nil {
+		s.keys = c.SigningKeys.Normalized()
+		u.SigningKeys = s.keys
+	}
+	for id, si := range c.Sightings {
+		n := si.Normalized()
+		s.sightings[id] = n
+		u.Sightings[id] = n
+	}
 	for i, e := range c.Events {
 		n := e.Normalized()
 		s.events[e.ID] = n
@@ -151,6 +175,7 @@ func (s *Store) Commit(ctx context.Context, c *forewarn.Change) (int64, error) {
 	}
 	for _, id := range c.Deletes {
 		delete(s.events, id)
+		delete(s.sightings, id) // an event's sighting leaves with it
 	}
 	for vm, n := range c.Incarnations {
 		s.inc[vm] = n
@@ -219,12 +244,12 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
-	s.events, s.inc, s.vms, s.sets, s.inv, s.invSets, s.sessions = nil, nil, nil, nil, nil, nil, nil
+	s.events, s.inc, s.vms, s.sets, s.inv, s.invSets, s.sessions, s.keys, s.sightings = nil, nil, nil, nil, nil, nil, nil, nil, nil
 	s.log.Close()
 	return nil
 }
 
 // cloneDefinition returns a copy of d with a copy of its VM.
 func cloneDefinition(d *forewarn.Definition) *forewarn.Definition {
-	return &forewarn.Definition{VM: new(*d.VM), Seq: d.Seq}
+	return &forewarn.Definition{VM: new(*d.VM), Seq: d.Seq, Registration: d.Registration}
 }

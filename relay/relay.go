@@ -457,7 +457,7 @@ func (r *Relay) forward(w http.ResponseWriter, req *http.Request, network string
 	src = netip.AddrPortFrom(src.Addr().Unmap(), src.Port())
 	// EC2 refuses a token request that came through a proxy; only the
 	// host sees the VM's request as it was sent.
-	if req.Method == http.MethodPut && req.URL.Path == aws.TokenPath && len(req.Header.Values("X-Forwarded-For")) > 0 {
+	if req.Method == http.MethodPut && aws.CleanPath(req.URL.Path) == aws.TokenPath && len(req.Header.Values("X-Forwarded-For")) > 0 {
 		w.Header().Set("Connection", "close")
 		aws.RefuseForwarded(w)
 		r.mets.refused.WithLabelValues("forwarded").Inc()

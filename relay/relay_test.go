@@ -274,6 +274,15 @@ func TestRelayEC2Token(t *testing.T) {
 	if status != 403 {
 		t.Fatalf("token request with X-Forwarded-For: %d, want 403", status)
 	}
+	// A base URL with a trailing slash: the same token path, both ways.
+	status, _, tok = call(t, c, "PUT", via+"//latest/api/token", map[string]string{"X-aws-ec2-metadata-token-ttl-seconds": "60"})
+	if status != 200 || len(tok) != 56 {
+		t.Fatalf("PUT //latest/api/token through the relay: %d %q", status, tok)
+	}
+	status, _, _ = call(t, c, "PUT", via+"//latest/api/token", map[string]string{"X-aws-ec2-metadata-token-ttl-seconds": "60", "X-Forwarded-For": "10.0.0.1"})
+	if status != 403 {
+		t.Fatalf("PUT //latest/api/token with X-Forwarded-For: %d, want 403", status)
+	}
 }
 
 func TestRelayGCELongPoll(t *testing.T) {

@@ -260,7 +260,7 @@ func vmReport(vm *forewarn.VM, v *engine.View, h *history.History, since map[str
 		if until.IsZero() || until.After(now) {
 			until = now
 		}
-		open = max(open, until.Sub(from))
+		open = max(open, st.Visible(from, until)) // not while no server ran
 	}
 	part(st.PendingSince, st.PendingUntil)
 	if v != nil {

@@ -369,6 +369,11 @@ func fullVM(name string) *forewarn.VM {
 		SpotInterruptionBehavior: "hibernate",
 		HTTPTokens:               "required",
 		HopLimit:                 3,
+		AMIID:                    "ami-0abcdef1234567890",
+		AccountID:                "210987654321",
+		SecurityGroups:           "web\nssh access",
+		SubnetID:                 "subnet-be9b61d7",
+		VPCID:                    "vpc-0123456789abcdef0",
 	}
 }
 
@@ -399,7 +404,7 @@ func Definitions(n int) map[string]*forewarn.Definition {
 }
 
 func definition(vm *forewarn.VM, seq int64) *forewarn.Definition {
-	return &forewarn.Definition{VM: vm, Seq: seq}
+	return &forewarn.Definition{VM: vm, Seq: seq, Registration: uint64(seq)<<40 | 0xabcdef}
 }
 
 // wantInventory checks that st holds exactly the definitions defs and
@@ -424,7 +429,7 @@ func wantInventory(t *testing.T, st *forewarn.State, rev int64, defs map[string]
 func inventoryDiff(wantDefs, gotDefs map[string]*forewarn.Definition, wantSets, gotSets map[string]*forewarn.ScaleSet) string {
 	var b strings.Builder
 	mapDiff(&b, "definition of", wantDefs, gotDefs, showDefinition, func(name string, w, g *forewarn.Definition) string {
-		if g.VM == nil || *g.VM != *w.VM || g.Seq != w.Seq {
+		if g.VM == nil || *g.VM != *w.VM || g.Seq != w.Seq || g.Registration != w.Registration {
 			return fmt.Sprintf("\tdefinition of %q: got %s, want %s\n", name, showDefinition(g), showDefinition(w))
 		}
 		return ""
@@ -441,7 +446,7 @@ func inventoryDiff(wantDefs, gotDefs map[string]*forewarn.Definition, wantSets, 
 
 func showDefinition(d *forewarn.Definition) string {
 	if d.VM == nil {
-		return fmt.Sprintf("{VM: nil, Seq: %d}", d.Seq)
+		return fmt.Sprintf("{VM: nil, Seq: %d, Registration: %d}", d.Seq, d.Registration)
 	}
-	return fmt.Sprintf("{VM: %+v, Seq: %d}", *d.VM, d.Seq)
+	return fmt.Sprintf("{VM: %+v, Seq: %d, Registration: %d}", *d.VM, d.Seq, d.Registration)
 }

@@ -8,7 +8,9 @@
 package storetest
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -58,6 +60,8 @@ func Run(t *testing.T, open func(t *testing.T) forewarn.Store) {
 	t.Run("ScaleSets", func(t *testing.T) { testScaleSets(t, newStore(t)) })
 	t.Run("Inventory", func(t *testing.T) { runInventory(t, newStore) })
 	t.Run("Sessions", func(t *testing.T) { runSessions(t, newStore) })
+	t.Run("SigningKeys", func(t *testing.T) { runSigningKeys(t, newStore) })
+	t.Run("Sightings", func(t *testing.T) { runSightings(t, newStore) })
 	t.Run("Follow", func(t *testing.T) {
 		t.Run("Receives", func(t *testing.T) { testFollowReceives(t, newStore(t)) })
 		t.Run("Replays", func(t *testing.T) { testFollowReplays(t, newStore(t)) })
@@ -141,6 +145,7 @@ func RunDurable(t *testing.T, open func(t *testing.T, dir string) forewarn.Store
 
 	t.Run("ReopenInventory", func(t *testing.T) { testInventoryReopen(t, reopen) })
 	t.Run("ReopenSessions", func(t *testing.T) { testSessionsReopen(t, reopen) })
+	t.Run("ReopenKeysAndSightings", func(t *testing.T) { testKeysReopen(t, reopen) })
 
 	t.Run("ReopenEmpty", func(t *testing.T) {
 		dir := t.TempDir()
@@ -164,8 +169,8 @@ func testEventFields(t *testing.T) {
 	if n := reflect.TypeFor[forewarn.Approval]().NumField(); n != 2 {
 		t.Errorf("forewarn.Approval has %d fields, the suite compares 2: update eventDiff", n)
 	}
-	if n := reflect.TypeFor[forewarn.VMRecord]().NumField(); n != 3 {
-		t.Errorf("forewarn.VMRecord has %d fields, the suite compares 3: update vmDiff and vmRecord", n)
+	if n := reflect.TypeFor[forewarn.VMRecord]().NumField(); n != 4 {
+		t.Errorf("forewarn.VMRecord has %d fields, the suite compares 4: update vmDiff and vmRecord", n)
 	}
 }
 
@@ -439,8 +444,9 @@ func testVMsConflict(t *testing.T, s forewarn.Store) {
 func testVMsInvalid(t *testing.T, s forewarn.Store) {
 	commit(t, s, &forewarn.Change{VMs: map[string]*forewarn.VMRecord{"vm-a": vmRecord(1)}})
 	for name, vms := range map[string]map[string]*forewarn.VMRecord{
-		"nil record": {"vm-a": vmRecord(2), "vm-b": vmRecord(2), "vm-c": nil},
-		"empty name": {"vm-a": vmRecord(2), "vm-b": vmRecord(2), "": vmRecord(2)},
+		"nil record":             {"vm-a": vmRecord(2), "vm-b": vmRecord(2), "vm-c": nil},
+		"empty name":             {"vm-a": vmRecord(2), "vm-b": vmRecord(2), "": vmRecord(2)},
+		"client record not JSON": {"vm-a": vmRecord(2), "vm-b": {Client: json.RawMessage("{not json")}},
 	} {
 		_, err := s.Commit(t.Context(), &forewarn.Change{
 			Revision:     1,
@@ -794,7 +800,7 @@ func scheduledEvent(n int, now time.Time) *forewarn.Event {
 func vmRecord(n int) *forewarn.VMRecord {
 	cet := time.FixedZone("CET", 3600)
 	return &forewarn.VMRecord{LastSeen: time.Date(2026, 3, 1, 10, n, 3, 123456789, cet), Peers: fmt.Sprintf("peers-%d", n),
-		Queried: time.Date(2026, 3, 1, 9, n, 7, 987654321, cet)}
+		Queried: time.Date(2026, 3, 1, 9, n, 7, 987654321, cet), Client: json.RawMessage(fmt.Sprintf(`{"requests":%d,"versions":{"2020-07-01":3}}`, n))}
 }
 
 func load(t *testing.T, s forewarn.Store) *forewarn.State {
@@ -908,6 +914,9 @@ func vmDiff(want, got *forewarn.VMRecord) string {
 	}
 	if !got.Queried.Equal(want.Queried) || got.Queried != got.Queried.Round(0) || got.Queried.Location() != time.UTC {
 		fmt.Fprintf(&b, "\tQueried: got %v, want %v in UTC without a monotonic reading\n", got.Queried, want.Queried)
+	}
+	if !bytes.Equal(got.Client, want.Client) {
+		fmt.Fprintf(&b, "\tClient: got %s, want %s\n", got.Client, want.Client)
 	}
 	return b.String()
 }
@@ -1147,5 +1156,11 @@ func wantUpdate(t *testing.T, u *forewarn.Update, rev int64, c *forewarn.Change)
 	}
 	if d := sessionsDiff(c.Sessions, got.Sessions); d != "" {
 		t.Errorf("revision %d: sessions differ:\n%s", rev, d)
+	}
+	if d := keysDiff(c.SigningKeys, got.SigningKeys); d != "" {
+		t.Errorf("revision %d: signing keys differ:\n%s", rev, d)
+	}
+	if d := sightingsDiff(c.Sightings, got.Sightings); d != "" {
+		t.Errorf("revision %d: sightings differ:\n%s", rev, d)
 	}
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/forewarn/forewarn"
 	"github.com/forewarn/forewarn/aws"
+	"github.com/forewarn/forewarn/internal/etcdtest"
 )
 
 // sdkFleet is one EC2 Spot VM whose tokens are required.
@@ -119,14 +120,7 @@ func statusOf(err error) int {
 // scheduled, then completed in history; and after vm evict the Spot
 // interruption notice, terminate two minutes ahead.
 func TestAWSSDKClient(t *testing.T) {
-	dir := t.TempDir()
-	fleet := filepath.Join(dir, "fleet.yaml")
-	if err := os.WriteFile(fleet, []byte(sdkFleet), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	s := startServer(t, filepath.Join(dir, "data"), fleet)
-	doer := &recordingDoer{hc: vmClient("127.0.0.41")}
-	c := imds.New(imds.Options{Endpoint: "http://" + s.metadata, HTTPClient: doer, EnableFallback: awssdk.FalseTernary})
+	s, doer, c := sdkServer(t)
 
 	if id := sdkMustGet(t, c, "instance-id"); id != "i-0a1b2c3d4e5f60718" {
 		t.Fatalf("instance-id = %q", id)
@@ -231,4 +225,92 @@ func TestAWSSDKClient(t *testing.T) {
 		}
 	}
 	s.stop(t)
+}
+
+// newSDK returns the SDK's IMDS client, unchanged but for its endpoint
+// and its HTTP client doer, with IMDSv1 fallback off.
+func newSDK(endpoint string, doer imds.HTTPClient) *imds.Client {
+	return imds.New(imds.Options{Endpoint: "http://" + endpoint, HTTPClient: doer, EnableFallback: awssdk.FalseTernary})
+}
+
+// sdkServer starts the real binary on sdkFleet and returns it and the
+// SDK's client of ec2_spot, recording its requests.
+func sdkServer(t *testing.T) (*server, *recordingDoer, *imds.Client) {
+	t.Helper()
+	dir := t.TempDir()
+	fleet := filepath.Join(dir, "fleet.yaml")
+	if err := os.WriteFile(fleet, []byte(sdkFleet), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t, filepath.Join(dir, "data"), fleet)
+	doer := &recordingDoer{hc: vmClient("127.0.0.41")}
+	return s, doer, newSDK(s.metadata, doer)
+}
+
+// TestAWSSDKTokenAcrossRestart: the SDK's token, fetched before the
+// server restarts, reads after it, without a 401 or a new token: as on
+// EC2, a token lives its whole TTL.
+func TestAWSSDKTokenAcrossRestart(t *testing.T) {
+	s, doer, c := sdkServer(t)
+	if id := sdkMustGet(t, c, "instance-id"); id != "i-0a1b2c3d4e5f60718" {
+		t.Fatalf("instance-id = %q", id)
+	}
+	if got, want := doer.take(), []string{"PUT /latest/api/token ttl=300", "GET /latest/meta-data/instance-id with token"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("SDK requests %q, want %q", got, want)
+	}
+	s.stop(t)
+	s = startServerArgs(t, s.data, s.fleetArg, "--metadata-addr", s.metadata)
+	if id := sdkMustGet(t, c, "instance-type"); id != "m5.large" {
+		t.Fatalf("instance-type after the restart = %q", id)
+	}
+	if got, want := doer.take(), []string{"GET /latest/meta-data/instance-type with token"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("SDK requests after the restart %q, want %q: the token before it, taken", got, want)
+	}
+	s.stop(t)
+}
+
+// replicaDoer is recordingDoer behind a balancer that sends the token
+// PUT to one replica and every GET to another.
+type replicaDoer struct {
+	*recordingDoer
+	put, get string // host:port
+}
+
+func (d *replicaDoer) Do(r *http.Request) (*http.Response, error) {
+	r.URL.Host = d.get
+	if r.Method == http.MethodPut {
+		r.URL.Host = d.put
+	}
+	return d.recordingDoer.Do(r)
+}
+
+// TestAWSSDKTokenOnTwoReplicas: two replicas on etcd share the SDK's
+// token: one issues it, the other serves the GETs with it, without a
+// 401 or a new token.
+func TestAWSSDKTokenOnTwoReplicas(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cl := newHACluster(t, etcd.Endpoints(), "/forewarn/sdk/", sdkFleet, "2s", "5s")
+	a, b := cl.add("A"), cl.add("B")
+	doer := &replicaDoer{recordingDoer: &recordingDoer{hc: vmClient("127.0.0.41")}, put: a.s(t).metadata, get: b.s(t).metadata}
+	c := newSDK(a.s(t).metadata, doer)
+	if id := sdkMustGet(t, c, "instance-id"); id != "i-0a1b2c3d4e5f60718" {
+		t.Fatalf("instance-id = %q", id)
+	}
+	if id := sdkMustGet(t, c, "placement/availability-zone"); id != "us-east-1a" {
+		t.Fatalf("availability-zone = %q", id)
+	}
+	want := []string{"PUT /latest/api/token ttl=300", "GET /latest/meta-data/instance-id with token",
+		"GET /latest/meta-data/placement/availability-zone with token"}
+	if got := doer.take(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("SDK requests %q, want %q: A's token taken by B", got, want)
+	}
+	// And the other way, with a new client: B issues, A serves.
+	doer = &replicaDoer{recordingDoer: &recordingDoer{hc: vmClient("127.0.0.41")}, put: b.s(t).metadata, get: a.s(t).metadata}
+	c = newSDK(b.s(t).metadata, doer)
+	if id := sdkMustGet(t, c, "instance-id"); id != "i-0a1b2c3d4e5f60718" {
+		t.Fatalf("instance-id = %q", id)
+	}
+	if got := doer.take(); !reflect.DeepEqual(got, want[:2]) {
+		t.Fatalf("SDK requests %q, want %q: B's token taken by A", got, want[:2])
+	}
 }

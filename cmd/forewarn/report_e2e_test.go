@@ -24,6 +24,7 @@ vms:
   - {name: quiet_0, ip: 127.0.0.7}
   - {name: ec2_0, ip: 127.0.0.8, provider: aws}
   - {name: late_0, ip: 127.0.0.9}
+  - {name: carry_0, ip: 127.0.0.10}
 `
 
 // reportJSON runs 'forewarn report --json' with args against s.
@@ -176,6 +177,7 @@ func TestReport(t *testing.T) {
 		vms[v.Name] = v
 	}
 	want := map[string]map[string]uint64{
+		"carry_0": {},
 		"web_0":   {report.NoMetadataHeader: 3, report.PreviewAPIVersion: 2, report.LateApproval: 1},
 		"vmss_0":  {},
 		"vmss_1":  {report.VersionHidesEvents: 1, report.ApprovedOthersTerminate: 1},
@@ -251,10 +253,77 @@ func TestReport(t *testing.T) {
 			t.Errorf("table lacks %q:\n%s", want, table)
 		}
 	}
+
+	// Across a restart (SIGTERM, then the same store): every finding and
+	// every first reader stays as it was, and a read made before the
+	// restart counts after it. carry_0 calls, then reads its Reboot's
+	// 8-second notice (over the 6 s a client polling as expected may
+	// miss) at once; the server stops, and the notice ends while no
+	// server runs; the server starts again, and carry_0 reads the Reboot
+	// Started: a notice read in time, not a read after the start.
+	get("127.0.0.10", se+"2020-07-01", "Metadata", "true") // its scheduled events enabled
+	carry := create("--type", "Reboot", "--vm", "carry_0", "--notice", "8s", "--lasts", "1m")
+	get("127.0.0.10", se+"2020-07-01", "Metadata", "true")
+	notBefore := s.event(t, carry).NotBefore
+	before := reportJSON(t, s)
+	s.stop(t)
+	time.Sleep(time.Until(notBefore) + 500*time.Millisecond)
+	s = startServerArgs(t, s.data, s.fleetArg, "--aws-rate-limit", "1")
+	waitStatus(t, s, carry, forewarn.Started)
+	get("127.0.0.10", se+"2020-07-01", "Metadata", "true")
+	after := reportJSON(t, s)
+	wantSameFindings(t, before, after)
+	if e := eventOf(after, carry); e.SeenBy != "carry_0" || len(e.Findings) != 0 || !e.SeenAt.Before(e.StartedAt) {
+		t.Errorf("carry_0's Reboot after the restart: seen by %q at %v (started %v), findings %+v; want seen by carry_0 before its start, none",
+			e.SeenBy, e.SeenAt, e.StartedAt, e.Findings)
+	}
+
 	if _, errOut, code := s.cli(t, "report", "--vm", "nobody"); code != 1 || !strings.Contains(errOut, `no VM named "nobody"`) {
 		t.Errorf("report --vm nobody: exit %d, %q; want 1 naming the VM", code, errOut)
 	}
 	if _, errOut, code := s.cli(t, "report", "extra"); code != 2 || !strings.Contains(errOut, `unexpected argument "extra"`) {
 		t.Errorf("report extra: exit %d, %q; want 2", code, errOut)
+	}
+}
+
+// eventOf returns the report of event id in rep.
+func eventOf(rep *report.Report, id string) report.Event {
+	for _, e := range rep.Events {
+		if e.ID == id {
+			return e
+		}
+	}
+	return report.Event{}
+}
+
+// wantSameFindings checks that after, a report made after a restart,
+// has exactly the findings of before, of every VM and every event, and
+// the same first reader of each event, at the same time. spot_0's slow
+// gaps count, beside the gap its requests closed, the silence going on
+// at the report's time while its Preempt is pending, which ends with the
+// Preempt, restart or not: only the closed gap must stay.
+func wantSameFindings(t *testing.T, before, after *report.Report) {
+	t.Helper()
+	vms := map[string]report.VM{}
+	for _, v := range after.VMs {
+		vms[v.Name] = v
+	}
+	for _, b := range before.VMs {
+		got, want := findings(vms[b.Name].Findings), findings(b.Findings)
+		if b.Name == "spot_0" && got[report.SlowPolling] >= 1 {
+			got[report.SlowPolling] = want[report.SlowPolling]
+		}
+		if !sameCounts(got, want) {
+			t.Errorf("after the restart, %s: findings %v, want %v as before\n%+v", b.Name, got, want, vms[b.Name].Findings)
+		}
+	}
+	for _, b := range before.Events {
+		a := eventOf(after, b.ID)
+		if got, want := findings(a.Findings), findings(b.Findings); !sameCounts(got, want) {
+			t.Errorf("after the restart, event %s (%s): findings %v, want %v as before\n%+v", b.ID, b.Type, got, want, a.Findings)
+		}
+		if a.SeenBy != b.SeenBy || !a.SeenAt.Equal(b.SeenAt) {
+			t.Errorf("after the restart, event %s (%s): seen by %q at %v, want %q at %v as before", b.ID, b.Type, a.SeenBy, a.SeenAt, b.SeenBy, b.SeenAt)
+		}
 	}
 }

@@ -1,7 +1,8 @@
-// Package codec is the JSON the bolt and etcd stores keep an inventory
-// and maintenance sessions in: definitions (forewarn.Definition), scale
-// set definitions (forewarn.ScaleSet) and sessions (forewarn.Session),
-// each under its name or ID. A fleet's worth is encoded at once into one
+// Package codec is the JSON the bolt and etcd stores keep an inventory,
+// maintenance sessions, sightings and signing keys in: definitions
+// (forewarn.Definition), scale set definitions (forewarn.ScaleSet),
+// sessions (forewarn.Session) and sightings (forewarn.Sighting), each
+// under its name or ID, and the signing keys (forewarn.SigningKeys). A fleet's worth is encoded at once into one
 // buffer, and a decoded value is checked against the key it was stored
 // under.
 package codec
@@ -98,4 +99,30 @@ func Session(id string, b []byte) (*forewarn.Session, error) {
 		return nil, fmt.Errorf("session %q is stored under %q", ses.ID, id)
 	}
 	return ses.Normalized(), nil
+}
+
+// Sighting decodes the sighting of an event stored under its ID,
+// normalized as a store returns it.
+func Sighting(_ string, b []byte) (*forewarn.Sighting, error) {
+	var si forewarn.Sighting
+	if err := json.Unmarshal(b, &si); err != nil {
+		return nil, err
+	}
+	return si.Normalized(), nil
+}
+
+// SigningKeys decodes the signing keys b holds, normalized; nil for
+// none (b nil).
+func SigningKeys(b []byte) (*forewarn.SigningKeys, error) {
+	if b == nil {
+		return nil, nil
+	}
+	var k forewarn.SigningKeys
+	if err := json.Unmarshal(b, &k); err != nil {
+		return nil, err
+	}
+	if len(k.Current.Secret) < forewarn.MinSigningKey {
+		return nil, fmt.Errorf("a signing key of %d bytes, under %d", len(k.Current.Secret), forewarn.MinSigningKey)
+	}
+	return k.Normalized(), nil
 }

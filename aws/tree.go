@@ -1,0 +1,305 @@
+package aws
+
+import (
+	"slices"
+	"strings"
+	"sync/atomic"
+)
+
+// versions are the metadata versions EC2 serves, oldest first: GET /
+// lists them, then latest, which serves the newest (docs/aws-wire.md,
+// section 3).
+var versions = [...]string{
+	"1.0", "2007-01-19", "2007-03-01", "2007-08-29", "2007-10-10", "2007-12-15", "2008-02-01", "2008-09-01",
+	"2009-04-04", "2011-01-01", "2011-05-01", "2012-01-12", "2014-02-25", "2014-11-05", "2015-10-20",
+	"2016-04-19", "2016-06-30", "2016-09-02", "2018-03-28", "2018-08-17", "2018-09-24", "2019-10-01",
+	"2020-10-27", "2021-01-03", "2021-03-23", "2021-07-15", "2022-09-24", "2024-04-11",
+}
+
+// version indexes versions.
+type version uint8
+
+// latest is the version /latest/ serves: the newest.
+const latest = version(len(versions) - 1)
+
+// versionOf returns the version a path's first segment names, and
+// false when it names none.
+func versionOf(seg string) (version, bool) {
+	if seg == "latest" {
+		return latest, true
+	}
+	for i, v := range versions {
+		if v == seg {
+			return version(i), true
+		}
+	}
+	return 0, false
+}
+
+// since returns the first version that serves a key EC2 released on
+// date (a version date or "1.0"): the first version dated on or after it.
+func since(date string) version {
+	i, _ := slices.BinarySearch(versions[:], date)
+	return version(i)
+}
+
+// The version each key appeared in, from the release dates of EC2's
+// list of metadata categories (docs/aws-wire.md, section 3). Keys
+// unnamed here are in 1.0.
+var (
+	sinceLocalHostname  = since("2007-01-19")
+	sinceInstanceType   = since("2007-08-29")
+	sinceBlockDevices   = since("2007-12-15")
+	sinceZone           = since("2008-02-01")
+	sinceDynamic        = since("2009-04-04")
+	sinceNetwork        = since("2011-01-01") // mac and network/
+	sinceDomain         = since("2014-02-25")
+	sinceTermination    = since("2014-11-05")
+	sincePartition      = since("2015-10-20")
+	sinceInstanceAction = since("2016-11-15")
+	sinceEvents         = since("2018-08-17")
+	sinceLifeCycle      = since("2019-10-01")
+	sinceRegion         = since("2020-08-24")
+	sinceRebalance      = since("2020-11-04")
+	sinceAutoscaling    = since("2022-03-10")
+)
+
+// flags are what of a VM's state its listings depend on.
+type flags uint8
+
+const (
+	inGroup        flags = 1 << iota // an Auto Scaling group member
+	hasAction                        // spot/instance-action is set
+	hasTermination                   // spot/termination-time is set
+	hasRebalance                     // a rebalance is recommended
+	allFlags
+)
+
+// dir is a directory whose listing depends on the version and on a VM's
+// flags. Each listing is rendered once, on its first request, and
+// shared by every VM that lists the same.
+type dir struct {
+	entries []dirEntry
+	cache   [len(versions)][allFlags]atomic.Pointer[[]byte]
+}
+
+// dirEntry is a name a directory lists from version since, while the VM
+// has the flags need; a subdirectory sub is listed only while it lists
+// something.
+type dirEntry struct {
+	name  string
+	since version
+	need  flags
+	sub   *dir
+}
+
+// list returns d's listing at v for a VM with flags f, or nil when it
+// lists nothing (a 404).
+func (d *dir) list(v version, f flags) []byte {
+	p := &d.cache[v][f]
+	if b := p.Load(); b != nil {
+		return *b
+	}
+	var names []string
+	for _, e := range d.entries {
+		if v >= e.since && f&e.need == e.need && (e.sub == nil || e.sub.list(v, f) != nil) {
+			names = append(names, e.name)
+		}
+	}
+	var b []byte
+	if len(names) > 0 {
+		b = listing(names)
+	}
+	p.Store(&b)
+	return b
+}
+
+// The directories, each listing its names in EC2's alphabetical order.
+var (
+	identityDir = &dir{entries: []dirEntry{
+		{name: "document", since: sinceDynamic}, {name: "pkcs7", since: sinceDynamic}, {name: "signature", since: sinceDynamic},
+	}}
+	dynamicDir = &dir{entries: []dirEntry{{name: "instance-identity/", since: sinceDynamic}}}
+	versionDir = &dir{entries: []dirEntry{{name: "dynamic", sub: dynamicDir}, {name: "meta-data"}}}
+
+	autoscalingDir = &dir{entries: []dirEntry{{name: "target-lifecycle-state", since: sinceAutoscaling, need: inGroup}}}
+	devicesDir     = &dir{entries: []dirEntry{{name: "ami", since: sinceBlockDevices}, {name: "root", since: sinceBlockDevices}}}
+	maintenanceDir = &dir{entries: []dirEntry{{name: "history", since: sinceEvents}, {name: "scheduled", since: sinceEvents}}}
+	recommendDir   = &dir{entries: []dirEntry{{name: "rebalance", since: sinceRebalance, need: hasRebalance}}}
+	eventsDir      = &dir{entries: []dirEntry{{name: "maintenance/", sub: maintenanceDir}, {name: "recommendations/", sub: recommendDir}}}
+	networkDir     = &dir{entries: []dirEntry{{name: "interfaces/", since: sinceNetwork}}}
+	interfacesDir  = &dir{entries: []dirEntry{{name: "macs/", since: sinceNetwork}}}
+	placementDir   = &dir{entries: []dirEntry{{name: "availability-zone", since: sinceZone}, {name: "region", since: sinceRegion}}}
+	servicesDir    = &dir{entries: []dirEntry{{name: "domain", since: sinceDomain}, {name: "partition", since: sincePartition}}}
+	spotDir        = &dir{entries: []dirEntry{
+		{name: "instance-action", since: sinceInstanceAction, need: hasAction},
+		{name: "termination-time", since: sinceTermination, need: hasTermination},
+	}}
+	metaDataDir = &dir{entries: []dirEntry{
+		{name: "ami-id"}, {name: "ami-launch-index"}, {name: "autoscaling/", sub: autoscalingDir},
+		{name: "block-device-mapping/", sub: devicesDir}, {name: "events/", sub: eventsDir}, {name: "hostname"},
+		{name: "instance-id"}, {name: "instance-life-cycle", since: sinceLifeCycle},
+		{name: "instance-type", since: sinceInstanceType}, {name: "local-hostname", since: sinceLocalHostname},
+		{name: "local-ipv4"}, {name: "mac", since: sinceNetwork}, {name: "network/", sub: networkDir},
+		{name: "placement/", sub: placementDir}, {name: "reservation-id"}, {name: "security-groups"},
+		{name: "services/", sub: servicesDir}, {name: "spot/", sub: spotDir},
+	}}
+	// interfaceKeys are the keys of network/interfaces/macs/<mac>/, all
+	// of version 2011-01-01.
+	interfaceKeys = listing([]string{"device-number", "interface-id", "local-hostname", "local-ipv4s", "mac", "owner-id",
+		"security-groups", "subnet-id", "vpc-id"})
+)
+
+// lsRoot lists the versions, then latest.
+var lsRoot = listing(append(versions[:len(versions):len(versions)], "latest"))
+
+// lookup returns the answer to path in d, or nil for 404: the version
+// list at /, and below a version the keys it has. A directory answers
+// with or without its final slash.
+func lookup(d *doc, path string) []byte {
+	if path == "/" {
+		return lsRoot
+	}
+	rest, ok := strings.CutPrefix(path, "/")
+	if !ok {
+		return nil
+	}
+	seg, key, _ := strings.Cut(rest, "/")
+	v, ok := versionOf(seg)
+	if !ok {
+		return nil
+	}
+	return d.key(strings.TrimSuffix(key, "/"), v)
+}
+
+// at returns b when version v has a key that appeared in version from.
+func at(v, from version, b []byte) []byte {
+	if v < from {
+		return nil
+	}
+	return b
+}
+
+// key returns the answer to key, a path below version v without a final
+// slash, or nil for 404.
+func (d *doc) key(key string, v version) []byte {
+	st, f := d.static, d.flags
+	switch key {
+	case "":
+		return versionDir.list(v, f)
+	case "dynamic":
+		return dynamicDir.list(v, f)
+	case "dynamic/instance-identity":
+		return identityDir.list(v, f)
+	case "dynamic/instance-identity/document":
+		return at(v, sinceDynamic, st.identity)
+	case "dynamic/instance-identity/pkcs7":
+		return at(v, sinceDynamic, st.signed().pkcs7)
+	case "dynamic/instance-identity/signature":
+		return at(v, sinceDynamic, st.signed().signature)
+	case "meta-data":
+		return metaDataDir.list(v, f)
+	case "meta-data/ami-id":
+		return st.amiID
+	case "meta-data/ami-launch-index":
+		return valLaunchIndex
+	case "meta-data/block-device-mapping":
+		return devicesDir.list(v, f)
+	case "meta-data/block-device-mapping/ami", "meta-data/block-device-mapping/root":
+		return at(v, sinceBlockDevices, valRootDevice)
+	case "meta-data/hostname":
+		return st.hostname
+	case "meta-data/local-hostname":
+		return at(v, sinceLocalHostname, st.hostname)
+	case "meta-data/instance-id":
+		return st.instanceID
+	case "meta-data/instance-life-cycle":
+		return at(v, sinceLifeCycle, st.lifeCycle)
+	case "meta-data/instance-type":
+		return at(v, sinceInstanceType, st.instanceType)
+	case "meta-data/local-ipv4":
+		return st.localIPv4
+	case "meta-data/mac":
+		return at(v, sinceNetwork, st.macAddr)
+	case "meta-data/network":
+		return networkDir.list(v, f)
+	case "meta-data/network/interfaces":
+		return interfacesDir.list(v, f)
+	case "meta-data/network/interfaces/macs":
+		return at(v, sinceNetwork, st.macDir)
+	case "meta-data/placement":
+		return placementDir.list(v, f)
+	case "meta-data/placement/availability-zone":
+		return at(v, sinceZone, st.zone)
+	case "meta-data/placement/region":
+		return at(v, sinceRegion, st.region)
+	case "meta-data/reservation-id":
+		return st.reservationID
+	case "meta-data/security-groups":
+		return st.securityGroups
+	case "meta-data/services":
+		return servicesDir.list(v, f)
+	case "meta-data/services/domain":
+		return at(v, sinceDomain, st.domain)
+	case "meta-data/services/partition":
+		return at(v, sincePartition, st.partition)
+	case "meta-data/events":
+		return eventsDir.list(v, f)
+	case "meta-data/events/maintenance":
+		return maintenanceDir.list(v, f)
+	case "meta-data/events/maintenance/scheduled":
+		return at(v, sinceEvents, d.scheduled)
+	case "meta-data/events/maintenance/history":
+		return at(v, sinceEvents, d.history)
+	case "meta-data/events/recommendations":
+		return recommendDir.list(v, f)
+	case "meta-data/events/recommendations/rebalance":
+		return at(v, sinceRebalance, d.rebalance)
+	case "meta-data/spot":
+		return spotDir.list(v, f)
+	case "meta-data/spot/instance-action":
+		return at(v, sinceInstanceAction, d.instanceAction)
+	case "meta-data/spot/termination-time":
+		return at(v, sinceTermination, d.termination)
+	case "meta-data/autoscaling":
+		return autoscalingDir.list(v, f)
+	case "meta-data/autoscaling/target-lifecycle-state":
+		return at(v, sinceAutoscaling, d.lifecycle)
+	}
+	if rest, ok := strings.CutPrefix(key, "meta-data/network/interfaces/macs/"); ok && v >= sinceNetwork {
+		return st.iface(rest)
+	}
+	return nil
+}
+
+// iface returns the answer to key below network/interfaces/macs/: the
+// VM's one interface, named by its MAC address, and its keys.
+func (st *static) iface(key string) []byte {
+	mac, leaf, _ := strings.Cut(key, "/")
+	if mac != string(st.macAddr) {
+		return nil
+	}
+	switch leaf {
+	case "":
+		return interfaceKeys
+	case "device-number":
+		return valDeviceNumber
+	case "interface-id":
+		return st.interfaceID
+	case "local-hostname":
+		return st.hostname
+	case "local-ipv4s":
+		return st.localIPv4
+	case "mac":
+		return st.macAddr
+	case "owner-id":
+		return st.accountID
+	case "security-groups":
+		return st.securityGroups
+	case "subnet-id":
+		return st.subnetID
+	case "vpc-id":
+		return st.vpcID
+	}
+	return nil
+}

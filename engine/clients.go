@@ -1,0 +1,232 @@
+package engine
+
+import (
+	"context"
+	"sync"
+
+	"github.com/forewarn/forewarn"
+)
+
+// What the metadata servers note of their clients, for the
+// client-behaviour report, is kept in the store so that a restart, or a
+// report asked of another replica, changes none of its findings: each
+// event's sighting (who read it first, who read it only after it
+// started), written in the background soon after it changes, and each
+// VM's client record (its counts), written with its VM record when the
+// history says it matters, at most hourly otherwise, and when the
+// engine closes.
+
+// ClientRecords is what the engine saves of each VM's client with its
+// VM record: the history package implements it.
+type ClientRecords interface {
+	// ClientRecord returns the VM named name's client record to save
+	// now, or nil when there is none to save.
+	ClientRecord(name string) []byte
+	// Unsaved returns the names of the VMs whose records changed since
+	// ClientRecord last returned them.
+	Unsaved() []string
+}
+
+// SetClientRecords makes the engine save r's client records with the VM
+// records. Call it before the servers serve.
+func (e *Engine) SetClientRecords(r ClientRecords) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.clients = r
+}
+
+// ClientRecord returns the client record of the VM named name that the
+// store holds, or nil.
+func (e *Engine) ClientRecord(name string) []byte {
+	if m := e.member(name); m != nil {
+		if b := m.client.Load(); b != nil {
+			return *b
+		}
+	}
+	return nil
+}
+
+// NoteClient asks for the client record of the VM named name to be
+// saved, in the background, with others.
+func (e *Engine) NoteClient(name string) {
+	select {
+	case e.persist <- name:
+	default: // a later note tries again, and Close saves it
+	}
+}
+
+// clientRecord returns what the VM record of m, the VM named name, holds
+// as its client record in a write now: the history's, else the store's.
+// e.mu must be held.
+func (e *Engine) clientRecord(name string, m *member) []byte {
+	if e.clients != nil {
+		if b := e.clients.ClientRecord(name); b != nil {
+			return b
+		}
+	}
+	if b := m.client.Load(); b != nil {
+		return *b
+	}
+	return nil
+}
+
+// sightings holds the sightings noted and not yet written: merged as
+// they come, written in the background (persistLoop) in one commit.
+type sightings struct {
+	mu sync.Mutex
+	m  map[string]*forewarn.Sighting
+}
+
+// NoteSighting notes what a server saw of event id's readers, s, for the
+// store, where it is merged with what other servers and runs noted:
+// the earliest first reader, the most late readers, and the NotBefore
+// and start last read. It is written in the background, soon.
+func (e *Engine) NoteSighting(id string, s forewarn.Sighting) {
+	e.noted.mu.Lock()
+	if e.noted.m == nil {
+		e.noted.m = make(map[string]*forewarn.Sighting)
+	}
+	e.noted.m[id] = merge(e.noted.m[id], &s)
+	e.noted.mu.Unlock()
+	select {
+	case e.persist <- "":
+	default: // a write is due already
+	}
+}
+
+// SubscribeSightings calls fn with every sighting the store holds now,
+// by event ID, and again with those of each commit applied (all of them
+// after a reload). fn runs with the engine locked: it must be quick and
+// must not call the engine, and it must not keep the map.
+func (e *Engine) SubscribeSightings(fn func(map[string]*forewarn.Sighting)) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.ssubs = append(e.ssubs, fn)
+	fn(e.sightings)
+}
+
+// installSightings takes in the sightings a commit wrote, or a reload's
+// (all), and tells the subscribers. e.mu must be held.
+func (e *Engine) installSightings(m map[string]*forewarn.Sighting, all bool) {
+	if all {
+		e.sightings = make(map[string]*forewarn.Sighting, len(m))
+	}
+	for id, s := range m {
+		if e.events[id] != nil {
+			e.sightings[id] = s
+		}
+	}
+	if len(m) == 0 && !all {
+		return
+	}
+	for _, fn := range e.ssubs {
+		fn(m)
+	}
+}
+
+// saveSightings writes the sightings noted since the last write, merged
+// with the store's, leaving out those that change nothing and those of
+// events gone. It runs only in persistLoop.
+func (e *Engine) saveSightings() {
+	e.noted.mu.Lock()
+	noted := e.noted.m
+	e.noted.m = nil
+	e.noted.mu.Unlock()
+	if len(noted) == 0 {
+		return
+	}
+	err := e.retry(context.Background(), func(ctx context.Context) error {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		c := &forewarn.Change{Sightings: map[string]*forewarn.Sighting{}}
+		for id, s := range noted {
+			if e.events[id] == nil {
+				continue
+			}
+			if m := merge(e.sightings[id], s); *m != *orZero(e.sightings[id]) {
+				c.Sightings[id] = m
+			}
+		}
+		if len(c.Sightings) == 0 {
+			return nil
+		}
+		covered, err := e.write(ctx, c)
+		if err == nil && !covered {
+			e.installSightings(c.Sightings, false)
+		}
+		return err
+	})
+	if err != nil {
+		e.log.Error("save who read the events", "events", len(noted), "err", err)
+	}
+}
+
+// merge returns what a and b, two sightings of one event (either nil),
+// say together.
+func merge(a, b *forewarn.Sighting) *forewarn.Sighting {
+	switch {
+	case a == nil:
+		return b.Normalized()
+	case b == nil:
+		return a.Normalized()
+	}
+	m := *a.Normalized()
+	b = b.Normalized()
+	if b.By != "" && (m.By == "" || b.At.Before(m.At)) {
+		m.By, m.At = b.By, b.At
+	}
+	if !b.NotBefore.IsZero() {
+		m.NotBefore = b.NotBefore
+	}
+	if m.Started.IsZero() {
+		m.Started = b.Started
+	}
+	m.LateReaders = max(m.LateReaders, b.LateReaders)
+	if b.FirstLate != "" && (m.FirstLate == "" || b.FirstLateAt.Before(m.FirstLateAt)) {
+		m.FirstLate, m.FirstLateAt = b.FirstLate, b.FirstLateAt
+	}
+	return &m
+}
+
+// orZero returns *s, or a zero sighting for nil.
+func orZero(s *forewarn.Sighting) *forewarn.Sighting {
+	if s == nil {
+		return new(forewarn.Sighting)
+	}
+	return s
+}
+
+// unsavedClients returns the VMs whose client records changed since they
+// were saved, for the last write before the engine closes.
+func (e *Engine) unsavedClients() []string {
+	e.mu.Lock()
+	r := e.clients
+	e.mu.Unlock()
+	if r == nil {
+		return nil
+	}
+	return r.Unsaved()
+}
+
+// clientSaveBatch bounds the VM records of one write that carries client
+// records, a few hundred bytes each: well within etcd's default request
+// size (1.5 MiB).
+const clientSaveBatch = 512
+
+// saveClients writes the VM records of names, with their client records,
+// in commits of at most clientSaveBatch.
+func (e *Engine) saveClients(names []string) {
+	for len(names) > 0 {
+		n := min(len(names), clientSaveBatch)
+		e.saveSeen(names[:n])
+		names = names[n:]
+	}
+}
+
+// clientSaved notes that m's VM record, with client record b, is the
+// store's. e.mu must be held, or the write just made.
+func clientSaved(m *member, b []byte) {
+	if b != nil {
+		m.client.Store(&b)
+	}
+}

@@ -1,0 +1,125 @@
+package history_test
+
+import (
+	"net/http"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/forewarn/forewarn"
+	"github.com/forewarn/forewarn/engine"
+	"github.com/forewarn/forewarn/history"
+	"github.com/forewarn/forewarn/mem"
+)
+
+// keptFleet is two Azure VMs of no scope.
+var keptFleet = &forewarn.Fleet{VMs: []*forewarn.VM{{Name: "a", Provider: forewarn.Azure}, {Name: "b", Provider: forewarn.Azure}}}
+
+// serverOn starts an engine on store and a History following it, as a
+// server process does: a restart is another pair on the same store.
+func serverOn(t *testing.T, store forewarn.Store) (*engine.Engine, *history.History) {
+	t.Helper()
+	e, err := engine.New(t.Context(), engine.Config{Store: store, Fleet: keptFleet, AllowShortNotice: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	h := history.New(nil, history.DefaultSize)
+	h.Follow(e)
+	return e, h
+}
+
+// refsOf returns the Ref a document shows event id with now.
+func refOf(t *testing.T, e *engine.Engine, id string) *history.Ref {
+	t.Helper()
+	ev, err := e.Event(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return history.NewRef(ev)
+}
+
+// TestKeptAcrossRestart: what the servers counted of each VM and noted
+// of each event is the same after a restart on the store; a read before
+// the restart counts after it; the time no server ran is no gap.
+func TestKeptAcrossRestart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := mem.New()
+		e1, h1 := serverOn(t, store)
+		for _, vm := range []string{"a", "b"} {
+			e1.NoteRequest(vm) // their scheduled events enabled, as a server notes
+			get(h1, vm)
+		}
+		evs, err := e1.CreateAll(t.Context(), engine.Spec{Type: forewarn.Reboot, VMs: []string{"a", "b"}, Notice: 20 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs) != 2 || evs[0].Resources[0] != "a" {
+			t.Fatalf("events %+v, want a's and b's", evs)
+		}
+		time.Sleep(time.Second)
+		get(h1, "a", refOf(t, e1, evs[0].ID)) // a reads its notice; b does not
+		call(h1, "b", history.Azure, "2017-03-01", http.StatusTooManyRequests, 0, nil)
+		call(h1, "b", history.Azure, "", http.StatusBadRequest, 0, history.NoteNoHeader)
+		time.Sleep(2 * time.Second)
+		beforeA, _ := h1.Stats("a")
+		beforeB, _ := h1.Stats("b")
+		seen, _ := h1.Seen(evs[0].ID)
+		e1.Close()
+
+		time.Sleep(30 * time.Second) // no server runs; the events start meanwhile
+		e2, h2 := serverOn(t, store)
+		afterA, _ := h2.Stats("a")
+		afterB, _ := h2.Stats("b")
+		if afterA.Requests != beforeA.Requests || afterA.LastEnd != beforeA.LastEnd || afterA.PendingUntil != beforeA.PendingUntil {
+			t.Errorf("a after the restart: %+v\nwant as before: %+v", afterA, beforeA)
+		}
+		if afterB.Requests != 3 || afterB.Throttled != 1 || afterB.NoHeader != 1 || len(afterB.APIVersions) != 2 ||
+			afterB.APIVersions[1] != beforeB.APIVersions[1] {
+			t.Errorf("b after the restart: %+v\nwant as before: %+v", afterB, beforeB)
+		}
+		if got, _ := h2.Seen(evs[0].ID); got != seen || got.By != "a" {
+			t.Errorf("a's Reboot after the restart: %+v, want %+v", got, seen)
+		}
+
+		// a reads its Reboot Started: it read the notice before the
+		// restart, and the 30 s no server ran are no gap. b reads its own
+		// for the first time: read after its start, its notice unread.
+		get(h2, "a", refOf(t, e2, evs[0].ID))
+		get(h2, "b", refOf(t, e2, evs[1].ID))
+		a, _ := h2.Stats("a")
+		b, _ := h2.Stats("b")
+		if a.ReadsAfterStart != 0 || a.SlowGaps != 0 || a.LongestPendingGap > 3*time.Second {
+			t.Errorf("a: %d reads after the start, %d slow gaps, the longest while pending %v; want none, a gap of 2 s",
+				a.ReadsAfterStart, a.SlowGaps, a.LongestPendingGap)
+		}
+		if b.ReadsAfterStart != 1 {
+			t.Errorf("b: %d reads after the start, want 1", b.ReadsAfterStart)
+		}
+		if s, _ := h2.Seen(evs[1].ID); s.By != "b" || s.LateReaders != 1 {
+			t.Errorf("b's Reboot: %+v, want seen by b, late", s)
+		}
+	})
+}
+
+// TestSightingsShared: what one replica notes of an event's readers, the
+// others report too.
+func TestSightingsShared(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := mem.New()
+		e1, h1 := serverOn(t, store)
+		_, h2 := serverOn(t, store)
+		e1.NoteRequest("a")
+		get(h1, "a")
+		ev, err := e1.Create(t.Context(), engine.Spec{Type: forewarn.Reboot, VMs: []string{"a"}, Notice: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second)
+		get(h1, "a", refOf(t, e1, ev.ID))
+		synctest.Wait() // the sighting written, and followed
+		if s, ok := h2.Seen(ev.ID); !ok || s.By != "a" || !s.At.Equal(time.Now()) {
+			t.Errorf("the other replica's report of the Reboot: %+v, %v; want seen by a now", s, ok)
+		}
+	})
+}
