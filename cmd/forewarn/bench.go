@@ -38,6 +38,9 @@ modes:
   session  a maintenance session over every host, in process on bolt, at each
            fleet size: its plan, each step (start a host's events, Done,
            the next host Notifying), the heap as steps go by
+  fleet    'forewarn serve' with default flags on a fleet of each size and API:
+           its start on an empty store, its restart, its idle RSS (best of
+           --runs), and each figure's growth from one size to the next
 
 Every mode takes --json. Run 'forewarn bench <mode> -h' for its flags.
 `
@@ -188,6 +191,29 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			}
 			return bench.Session(ctx, cfg)
 		}
+	case "fleet":
+		cfg := bench.FleetConfig{Binary: self}
+		sizes := fs.String("sizes", "10000,100000", "fleet sizes, comma-separated")
+		apis := fs.String("apis", "azure,gce,aws", "the fleets' APIs, comma-separated: azure (one availability set), gce, aws (IMDSv2 required)")
+		fs.IntVar(&cfg.Runs, "runs", 3, "measurements of each API and size; the best of each figure is kept")
+		fs.DurationVar(&cfg.Settle, "settle", 4*time.Second, "how long the restarted server runs idle before its RSS is read")
+		run = func() (any, error) {
+			a, err := netip.ParseAddr(*base)
+			if err != nil {
+				return nil, err
+			}
+			cfg.AddrBase = a
+			if cfg.Sizes, err = parseSizes("--sizes", *sizes); err != nil {
+				return nil, err
+			}
+			for _, api := range strings.Split(*apis, ",") {
+				if api != "azure" && api != "gce" && api != "aws" {
+					return nil, fmt.Errorf("--apis %q: %q is not azure, gce or aws", *apis, api)
+				}
+				cfg.APIs = append(cfg.APIs, api)
+			}
+			return bench.Fleet(ctx, cfg)
+		}
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, benchUsage)
 		return 0
@@ -293,6 +319,17 @@ func printBench(w io.Writer, rep any) {
 		printRelay(tw, r)
 	case *bench.SessionReport:
 		printBenchSession(tw, r)
+	case *bench.FleetReport:
+		fmt.Fprintf(tw, "fleet: 'forewarn serve', default flags, best of %d; targets at 100,000 VMs: idle RSS < %d MB, restart < %v; growth ≤ %.0f× per 10× VMs\n",
+			r.Config.Runs, bench.FleetRSSTarget>>20, bench.FleetRestartTarget, bench.FleetGrowthTarget)
+		fmt.Fprintln(tw, "API\tVMS\tSTART\tRESTART\tIDLE RSS\tGROWTH START\tRESTART\tRSS\tMET")
+		for _, x := range r.Runs {
+			g := "-\t-\t-"
+			if x.Growth[0] > 0 {
+				g = fmt.Sprintf("%.1f×\t%.1f×\t%.1f×", x.Growth[0], x.Growth[1], x.Growth[2])
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%.0fms\t%.0fms\t%d MiB\t%s\t%s\n", x.API, x.VMs, float64(x.Start)/1e6, float64(x.Restart)/1e6, x.IdleRSS>>20, g, metWord(x.Met))
+		}
 	case *bench.WideReport:
 		ms := func(d time.Duration) string { return fmt.Sprintf("%.1fms", float64(d)/1e6) }
 		if r.Config.Provider == forewarn.Azure {

@@ -1,0 +1,142 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// FleetConfig is a fleet mode run: for each API and fleet size, a real
+// 'forewarn serve' with default flags starts on a fresh store, settles,
+// stops, and starts again on the same store.
+type FleetConfig struct {
+	APIs  []string `json:"apis"`
+	Sizes []int    `json:"sizes"`
+	// Runs is how many times each API and size is measured; the report
+	// keeps the best of each figure.
+	Runs int `json:"runs"`
+	// Settle is how long a server runs idle before its RSS is read.
+	Settle   time.Duration `json:"settle"`
+	AddrBase netip.Addr    `json:"addrBase"`
+	Binary   string        `json:"-"`
+}
+
+// Fleet targets (issue 26): idle RSS and restart at 100,000 VMs, and the
+// growth of each figure from one size to the next.
+const (
+	FleetRSSTarget     = 200 << 20
+	FleetRestartTarget = 1500 * time.Millisecond
+	FleetGrowthTarget  = 12.0
+)
+
+// FleetRun is the best of the runs of one API and size.
+type FleetRun struct {
+	API string `json:"api"`
+	VMs int    `json:"vms"`
+	// Start is from the command's start until both listeners print
+	// their addresses, on an empty store; Restart the same on the store
+	// the first server left.
+	Start   time.Duration `json:"start"`
+	Restart time.Duration `json:"restart"`
+	// IdleRSS is the resident memory Settle after the restart.
+	IdleRSS int64 `json:"idleRSS"`
+	// Growth is each figure over the previous size's (start, restart,
+	// idle RSS), zero for the first size.
+	Growth [3]float64 `json:"growth"`
+	// Met reports the targets at this size: idle RSS and restart under
+	// their targets (judged at 100,000 VMs and above), growth at most
+	// FleetGrowthTarget times the size's growth over 10.
+	Met bool `json:"met"`
+}
+
+// FleetReport is the result of a fleet mode run.
+type FleetReport struct {
+	Config FleetConfig `json:"config"`
+	Runs   []FleetRun  `json:"runs"`
+}
+
+// Fleet measures each API and size of cfg.
+func Fleet(ctx context.Context, cfg FleetConfig) (*FleetReport, error) {
+	cfg.Runs = max(cfg.Runs, 1)
+	rep := &FleetReport{Config: cfg}
+	for _, api := range cfg.APIs {
+		var prev *FleetRun
+		for _, n := range cfg.Sizes {
+			best := FleetRun{API: api, VMs: n}
+			for i := range cfg.Runs {
+				r, err := fleetOnce(ctx, cfg, api, n)
+				if err != nil {
+					return nil, fmt.Errorf("%s, %d VMs: %w", api, n, err)
+				}
+				if i == 0 {
+					best.Start, best.Restart, best.IdleRSS = r.Start, r.Restart, r.IdleRSS
+				}
+				best.Start, best.Restart, best.IdleRSS = min(best.Start, r.Start), min(best.Restart, r.Restart), min(best.IdleRSS, r.IdleRSS)
+			}
+			best.Met = n < 100000 || (best.IdleRSS < FleetRSSTarget && best.Restart < FleetRestartTarget)
+			if prev != nil {
+				best.Growth = [3]float64{ratio(best.Start, prev.Start), ratio(best.Restart, prev.Restart),
+					float64(best.IdleRSS) / float64(max(prev.IdleRSS, 1))}
+				limit := FleetGrowthTarget * float64(n) / float64(prev.VMs) / 10
+				for _, g := range best.Growth {
+					best.Met = best.Met && g <= limit
+				}
+			}
+			rep.Runs = append(rep.Runs, best)
+			prev = &rep.Runs[len(rep.Runs)-1]
+		}
+	}
+	return rep, nil
+}
+
+func ratio(a, b time.Duration) float64 { return float64(a) / float64(max(b, 1)) }
+
+// fleetOnce runs the servers of one measurement: a start on an empty
+// store, a graceful stop, and a restart on the same store.
+func fleetOnce(ctx context.Context, cfg FleetConfig, api string, n int) (*FleetRun, error) {
+	dir, err := os.MkdirTemp("", "forewarn-bench-fleet")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "fleet.yaml")
+	if err := os.WriteFile(path, []byte(fleet(api, Addrs(cfg.AddrBase, n))), 0o600); err != nil {
+		return nil, err
+	}
+	r := &FleetRun{API: api, VMs: n}
+	for i, took := range []*time.Duration{&r.Start, &r.Restart} {
+		c := &child{cmd: exec.CommandContext(ctx, cfg.Binary, "serve", "--metadata-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0",
+			"--data", filepath.Join(dir, "data"), "--fleet", path)}
+		begin := time.Now()
+		err := c.start("forewarn serve", func(line string) bool {
+			if strings.HasPrefix(line, "operator API listening on ") {
+				*took = time.Since(begin)
+				return true
+			}
+			return false
+		})
+		if err != nil {
+			return nil, err
+		}
+		if i == 1 {
+			time.Sleep(cfg.Settle)
+			if r.IdleRSS, err = c.rss(); err != nil {
+				c.stop()
+				return nil, err
+			}
+		}
+		// A graceful stop, so that the restart finds the store as a
+		// server leaves it.
+		_ = c.cmd.Process.Signal(syscall.SIGTERM)
+		if err := c.cmd.Wait(); err != nil {
+			return nil, fmt.Errorf("forewarn serve stopped with %w", err)
+		}
+	}
+	return r, nil
+}
