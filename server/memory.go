@@ -23,8 +23,7 @@ const memoryEvery = 250 * time.Millisecond
 // requests that each make garbage (reports, creates naming the fleet)
 // cannot raise the server's memory by the size of its heap. A limit
 // always above the live heap never starves the program; the runtime
-// caps the collector's share of CPU when it is near the limit. It
-// begins with a collection that returns the start's garbage.
+// caps the collector's share of CPU when it is near the limit.
 func governMemory(ctx context.Context, headroom int) {
 	if headroom <= 0 || os.Getenv("GOMEMLIMIT") != "" {
 		return
@@ -38,12 +37,6 @@ func governMemory(ctx context.Context, headroom int) {
 	}
 	old := debug.SetMemoryLimit(-1)
 	defer debug.SetMemoryLimit(old)
-	// The start's garbage (the fleet and events decoded from the store,
-	// every VM's documents rendered) is as large as the live heap at
-	// 100,000 VMs; the runtime would return it to the system over
-	// minutes. It is returned at once, so that an idle server holds its
-	// live heap and the headroom, not twice its live heap.
-	debug.FreeOSMemory()
 	t := time.NewTicker(memoryEvery)
 	defer t.Stop()
 	for {
@@ -68,3 +61,10 @@ func governMemory(ctx context.Context, headroom int) {
 		}
 	}
 }
+
+// releaseStartGarbage returns the start's garbage to the system: the
+// fleet and events decoded from the store, every VM's documents
+// rendered, as large as the live heap at 100,000 VMs, which the runtime
+// would otherwise return over minutes. So an idle server holds its live
+// heap, not twice it, whether or not the memory governor runs.
+func releaseStartGarbage() { debug.FreeOSMemory() }
