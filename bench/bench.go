@@ -83,11 +83,25 @@ func startForewarn(binary, fleet string, extra ...string) (*child, error) {
 	if err := os.WriteFile(fleetPath, []byte(fleet), 0o600); err != nil {
 		return nil, err
 	}
+	c, err := startServe(binary, dir, fleetPath, append([]string{"--allow-short-notice"}, extra...)...)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	c.dir = dir // stop removes it
+	return c, nil
+}
+
+// startServe starts 'forewarn serve' with its store in dir/data, on the
+// fleet file at fleet, and waits until it prints its listeners'
+// addresses. With --relay-addr among extra, it also waits for the relay
+// listener's. The child's stop leaves dir.
+func startServe(binary, dir, fleet string, extra ...string) (*child, error) {
 	args := append([]string{"serve", "--metadata-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0",
-		"--data", filepath.Join(dir, "data"), "--fleet", fleetPath, "--allow-short-notice"}, extra...)
-	c := &child{cmd: exec.Command(binary, args...), dir: dir}
+		"--data", filepath.Join(dir, "data"), "--fleet", fleet}, extra...)
+	c := &child{cmd: exec.Command(binary, args...)}
 	relayed := slices.Contains(extra, "--relay-addr")
-	err = c.start("forewarn serve", func(line string) bool {
+	err := c.start("forewarn serve", func(line string) bool {
 		if a, ok := strings.CutPrefix(line, "metadata API listening on "); ok {
 			c.metadata = a
 		}

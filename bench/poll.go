@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/netip"
@@ -36,7 +37,10 @@ type PollConfig struct {
 	// whose fleet has the VMs at AddrBase; then nothing is started.
 	Target string `json:"target,omitempty"`
 	// CPUProfile, when set, is a file to write a CPU profile of the
-	// Forewarn server to, taken over one measured round.
+	// Forewarn server to, started as the second measured round begins
+	// (the first, with one round) and lasting that round's length in
+	// whole seconds, at least one. The profiler's own cost is in the
+	// server CPU measured. Not with Target: the server is not a child.
 	CPUProfile string `json:"-"`
 }
 
@@ -165,6 +169,9 @@ func createEvent(ctx context.Context, admin, body string) error {
 func Poll(ctx context.Context, cfg PollConfig) (*PollReport, error) {
 	cfg.VMs = max(cfg.VMs, 1)
 	cfg.Rounds = max(cfg.Rounds, 1)
+	if cfg.CPUProfile != "" && cfg.Target != "" {
+		return nil, errors.New("a CPU profile is taken of a server the harness starts, not of a --target")
+	}
 	addrs := Addrs(cfg.AddrBase, cfg.VMs)
 	rep := &PollReport{Config: cfg}
 	target := cfg.Target

@@ -144,8 +144,9 @@ type SessionRun struct {
 	Reference    SessionReference `json:"reference"`
 	Memory       SessionMemory    `json:"memory"`
 	// StepMet reports whether the plan and every advance took at most
-	// StepTarget, and, one host at a time, every step had its advance; MemoryMet whether the growth beyond the events' own
-	// is at most one event's cost per step (1% of a step's 100).
+	// StepTarget, and, one host at a time, every step had its advance;
+	// MemoryMet whether the growth beyond the events' own is at most one
+	// event's cost per step (1% of a step's 100).
 	StepMet   bool `json:"stepMet"`
 	MemoryMet bool `json:"memoryMet"`
 }

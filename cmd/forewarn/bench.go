@@ -72,7 +72,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fs.Float64Var(&cfg.RateLimit, "rate-limit", 0, "the server's --rate-limit, --aws-rate-limit and --gce-rate-limit (0: throttling off)")
 		fs.BoolVar(&cfg.Ceiling, "ceiling", true, "also measure a minimal net/http server returning the same bytes")
 		fs.StringVar(&cfg.Target, "target", "", "host:port of a running server whose fleet has the VMs at --addr-base (default: start one)")
-		fs.StringVar(&cfg.CPUProfile, "cpu-profile", "", "file to write a CPU profile of the Forewarn server to, over one measured round")
+		fs.StringVar(&cfg.CPUProfile, "cpu-profile", "", "file to write a CPU profile of the Forewarn server to: from the start of the second round (the first with one), for a round's length in whole seconds, at least 1 s; not with --target")
 		run = func() (any, error) {
 			a, err := netip.ParseAddr(*base)
 			cfg.AddrBase = a
@@ -207,6 +207,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 				return nil, err
 			}
 			for _, api := range strings.Split(*apis, ",") {
+				api = strings.TrimSpace(api)
 				if api != "azure" && api != "gce" && api != "aws" {
 					return nil, fmt.Errorf("--apis %q: %q is not azure, gce or aws", *apis, api)
 				}
@@ -413,7 +414,6 @@ func printInventory(tw *tabwriter.Writer, r *bench.InventoryReport) {
 	ms := func(d time.Duration) string { return fmt.Sprintf("%.1fms", float64(d)/1e6) }
 	cpu := func(d time.Duration) string { return fmt.Sprintf("%.0fms", float64(d)/1e6) } // in 10 ms ticks
 	mb := func(n int64) string { return fmt.Sprintf("%.0f MB", float64(n)/1e6) }
-	met := metWord
 	t := r.Targets
 	sets := fmt.Sprintf("availability sets of %d", r.Config.SetSize)
 	switch {
@@ -433,18 +433,18 @@ func printInventory(tw *tabwriter.Writer, r *bench.InventoryReport) {
 			s := a.s
 			fmt.Fprintf(tw, "%d\t%s\t%.1f MB\t%d\t%d\t%d\t%s\t%s\t%s\t%.1f\t%s\t%s\t%s\t%s\t%s\n", x.VMs, a.step, float64(s.DocBytes)/1e6,
 				s.Added, s.Changed, s.Removed, ms(s.Time), cpu(s.ServerCPU), ms(s.DryRun), float64(s.Time)/float64(max(s.DryRun, 1)), ms(s.Export),
-				mb(s.RSSBefore), mb(s.RSSAfter), mb(s.RSSPeak), met(s.Met))
+				mb(s.RSSBefore), mb(s.RSSAfter), mb(s.RSSPeak), metWord(s.Met))
 		}
 	}
 	fmt.Fprintln(tw, "\nVMS\tPUTS\tP50\tP99\tMAX\tSERVER CPU/PUT\tGET /healthz P50\tP99\t×P99\tMET")
 	for _, x := range r.Runs {
 		p := x.PUT
 		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f\t%s\n", x.VMs, p.PUTs, ms(p.Latency.P50), ms(p.Latency.P99), ms(p.Latency.Max), ms(p.ServerCPU),
-			ms(p.Reference.P50), ms(p.Reference.P99), float64(p.Latency.P99)/float64(max(p.Reference.P99, 1)), met(p.Met))
+			ms(p.Reference.P50), ms(p.Reference.P99), float64(p.Latency.P99)/float64(max(p.Reference.P99, 1)), metWord(p.Met))
 	}
 	fmt.Fprintln(tw, "\nVMS\tRSS AT START\tGROWTH, APPLY OF N\tMET\tPEAK GROWTH, WHOLE RUN")
 	for _, x := range r.Runs {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", x.VMs, mb(x.RSSStart), mb(x.ApplyGrowth), met(x.RSSMet), mb(x.PeakGrowth))
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", x.VMs, mb(x.RSSStart), mb(x.ApplyGrowth), metWord(x.RSSMet), mb(x.PeakGrowth))
 	}
 }
 
@@ -456,6 +456,9 @@ func parseSizes(name, list string) ([]int, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s %q: %q is not a number", name, list, f)
 		}
+		if n < 1 {
+			return nil, fmt.Errorf("%s %q: a fleet has at least 1 VM, not %d", name, list, n)
+		}
 		out = append(out, n)
 	}
 	return out, nil
@@ -466,7 +469,6 @@ func parseSizes(name, list string) ([]int, error) {
 func printBenchSession(tw *tabwriter.Writer, r *bench.SessionReport) {
 	ms := func(d time.Duration) string { return fmt.Sprintf("%.1fms", float64(d)/1e6) }
 	kb := func(n float64) string { return fmt.Sprintf("%.1f KB", n/1e3) }
-	met := metWord
 	c := r.Config
 	how := "StartAll"
 	if c.Approve {
@@ -482,7 +484,7 @@ func printBenchSession(tw *tabwriter.Writer, r *bench.SessionReport) {
 		}
 		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f\t%.1f MB\t%s\n", x.VMs, x.Hosts, steps, ms(x.Create), ms(x.Plan),
 			ms(x.Ready.P50), ms(x.Ready.P99), ms(x.Ready.Max), ms(x.Done.P50), ms(x.Advance.P50), ms(x.Advance.P99), ms(x.Advance.Max),
-			x.AllocsPerStep, x.BytesPerStep/1e6, met(x.StepMet))
+			x.AllocsPerStep, x.BytesPerStep/1e6, metWord(x.StepMet))
 	}
 	fmt.Fprintln(tw, "\nREFERENCE, ONE HOST'S VMS\tEVENTS\tCREATEALL P50\tSTARTALL P50\tCOMPLETEALL P50\tALLOCS/ROUND\tBYTES/ROUND\tADVANCE ÷ (COMPLETE+CREATE)\tREADY ÷ START")
 	for _, x := range r.Runs {
@@ -495,7 +497,7 @@ func printBenchSession(tw *tabwriter.Writer, r *bench.SessionReport) {
 		m := x.Memory
 		fmt.Fprintf(tw, "%d\t%d: %.1f MB\t%d: %.1f MB\t%s\t%.0f\t%.0f\t%s\t%s → %s\t%s → %s\t%.1f → %.1f MB\t%s\n", x.VMs, m.FromStep, float64(m.HeapFrom)/1e6, m.ToStep, float64(m.HeapTo)/1e6,
 			kb(m.PerStep), m.EventsPerStep, x.Reference.BytesPerEvent, kb(m.BeyondEvents), kb(float64(m.RecordFrom)), kb(float64(m.RecordTo)),
-			kb(float64(m.CloneFrom)), kb(float64(m.CloneTo)), float64(m.FileFrom)/1e6, float64(m.FileTo)/1e6, met(x.MemoryMet))
+			kb(float64(m.CloneFrom)), kb(float64(m.CloneTo)), float64(m.FileFrom)/1e6, float64(m.FileTo)/1e6, metWord(x.MemoryMet))
 	}
 }
 

@@ -46,7 +46,6 @@ func printRelay(tw *tabwriter.Writer, r *bench.RelayReport) {
 	us := func(d time.Duration) string { return fmt.Sprintf("%.0fµs", float64(d)/1e3) }
 	cpu := func(d time.Duration) string { return fmt.Sprintf("%.1fµs", float64(d)/1e3) }
 	ms := func(d time.Duration) string { return fmt.Sprintf("%.1fms", float64(d)/1e6) }
-	met := metWord
 	c := r.Config
 	fmt.Fprintf(tw, "relay: %s GET directly, through 'forewarn relay', and through the reference hop (a TCP proxy that copies bytes, no TLS), each a child process; targets: added p50 < %s (sequential), ≤ %d connections to the server for the fan-out\n",
 		c.API, us(bench.RelayAddedP50Target), bench.RelayUpstreamTarget)
@@ -76,7 +75,7 @@ func printRelay(tw *tabwriter.Writer, r *bench.RelayReport) {
 	for _, x := range r.Runs {
 		l := x.Sequential
 		fmt.Fprintf(tw, "%d\tsequential\t%s\t%s\t%s\t%.2f\t%.2f\t%.2f\t%s\n", x.VMs, us(l.AddedP50), us(l.AddedP99), us(l.HopAddedP50), l.OverHop,
-			l.CPURatio, ratio(l.Relay.ServerCPU, l.Direct.ServerCPU), met(x.LatencyMet))
+			l.CPURatio, ratio(l.Relay.ServerCPU, l.Direct.ServerCPU), metWord(x.LatencyMet))
 		if l := x.Concurrent; l != nil {
 			fmt.Fprintf(tw, "%d\t%d conns\t%s\t%s\t%s\t%.2f\t%.2f\t%.2f\t\n", x.VMs, c.Conns, us(l.AddedP50), us(l.AddedP99), us(l.HopAddedP50), l.OverHop,
 				l.CPURatio, ratio(l.Relay.ServerCPU, l.Direct.ServerCPU))
@@ -95,7 +94,7 @@ func printRelay(tw *tabwriter.Writer, r *bench.RelayReport) {
 			ms(f.Direct.Delay.Max), ms(f.Direct.FlipRequest), ms(f.Direct.ServerCPU), f.ServerBytesPerDirectWaiter)
 		fmt.Fprintf(tw, "%d\t%d\trelay\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f\t%.0f\t%d h2 (+%d short)\t%d\t%.2f\t%.2f\t%s\n", x.VMs, f.Waiters, f.Relay.Delivered, ms(f.Relay.Delay.P50), ms(f.Relay.Delay.P99),
 			ms(f.Relay.Delay.Max), ms(f.Relay.FlipRequest), ms(f.Relay.ServerCPU), ms(f.Relay.RelayCPU), f.ServerBytesPerRelayWaiter, f.RelayBytesPerWaiter,
-			f.UpstreamConns, f.ShortConns, f.UpstreamDials, f.P50Ratio, f.P99Ratio, met(f.Met))
+			f.UpstreamConns, f.ShortConns, f.UpstreamDials, f.P50Ratio, f.P99Ratio, metWord(f.Met))
 	}
 }
 
