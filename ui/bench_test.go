@@ -180,6 +180,15 @@ func checkLinear(t *testing.T, name string, limit int, renderer func(n int) func
 // session under way, built on first use.
 var sessionEngines = map[sessionBench]*engine.Engine{}
 
+// closeSessionEngines closes the engines sessionEngine made, whose
+// session loops run until then.
+func closeSessionEngines() {
+	for sb, e := range sessionEngines {
+		e.Close()
+		delete(sessionEngines, sb)
+	}
+}
+
 // sessionBench is one of the sessions the benchmarks render: over n
 // VMs, with percent budgets or counts.
 type sessionBench struct {
@@ -238,18 +247,11 @@ func sessionEngine(b testing.TB, sb sessionBench) *engine.Engine {
 	return e
 }
 
-// renderSessionsOnce renders the sessions fragment as a push does:
-// reading the sessions' progress and the hosts from the engine, and
-// executing the template.
-func renderSessionsOnce(h *Handler, buf *bytes.Buffer) error {
-	progress, total := h.eng.SessionProgress(time.Now(), MaxSessions)
-	return h.renderSessions(buf, progress, total, h.eng.HostSummaries())
-}
-
 // BenchmarkSessionsFragment renders the sessions fragment of a session
 // over every host of the fleet, 10 of them under way (see
 // sessionEngine), with budgets as counts and as percents.
 func BenchmarkSessionsFragment(b *testing.B) {
+	b.Cleanup(closeSessionEngines)
 	for _, percent := range []bool{false, true} {
 		for _, n := range benchSizes {
 			b.Run(fmt.Sprintf("budgets=%s/vms=%d", map[bool]string{false: "count", true: "percent"}[percent], n), func(b *testing.B) {
@@ -258,7 +260,7 @@ func BenchmarkSessionsFragment(b *testing.B) {
 				b.ReportAllocs()
 				for b.Loop() {
 					buf.Reset()
-					if err := renderSessionsOnce(h, &buf); err != nil {
+					if err := h.renderSessionsAt(&buf, time.Now()); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -273,8 +275,9 @@ func BenchmarkSessionsFragment(b *testing.B) {
 // than at 2,000 (with percent budgets, which read the whole fleet), and
 // that the fragment's size stays bounded.
 func TestSessionsRenderLinear(t *testing.T) {
+	t.Cleanup(closeSessionEngines)
 	checkLinear(t, "sessions", 128<<10, func(n int) func(*bytes.Buffer) error {
 		h := New(Config{Engine: sessionEngine(t, sessionBench{n, true})})
-		return func(buf *bytes.Buffer) error { return renderSessionsOnce(h, buf) }
+		return func(buf *bytes.Buffer) error { return h.renderSessionsAt(buf, time.Now()) }
 	})
 }

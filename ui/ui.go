@@ -265,8 +265,7 @@ func (h *Handler) handleFragment(w http.ResponseWriter, r *http.Request) {
 	case "waves":
 		err = h.renderWaves(&buf, h.eng.Waves(), h.eng.Events())
 	case "sessions":
-		progress, total := h.eng.SessionProgress(time.Now(), MaxSessions)
-		err = h.renderSessions(&buf, progress, total, h.eng.HostSummaries())
+		err = h.renderSessionsAt(&buf, time.Now())
 	default:
 		err = forewarn.Errorf(forewarn.ENOTFOUND, "no fragment %q (want fleet, events, waves or sessions)", r.PathValue("name"))
 	}
@@ -314,6 +313,15 @@ func (h *Handler) renderWaves(buf *bytes.Buffer, waves []*engine.Wave, evs []*fo
 		}
 	}
 	return render(buf, "waves", buildWaves(waves, byID))
+}
+
+// renderSessionsAt renders the sessions fragment as of now, reading the
+// newest sessions' progress and the fleet's hosts from the engine: what
+// GET /ui/fragment/sessions serves (a push reads them into its snapshot
+// first).
+func (h *Handler) renderSessionsAt(buf *bytes.Buffer, now time.Time) error {
+	progress, total := h.eng.SessionProgress(now, MaxSessions)
+	return h.renderSessions(buf, progress, total, h.eng.HostSummaries())
 }
 
 func (h *Handler) renderSessions(buf *bytes.Buffer, progress []engine.SessionProgress, total int, hosts []engine.HostSummary) error {

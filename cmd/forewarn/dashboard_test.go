@@ -140,7 +140,7 @@ func TestDashboard(t *testing.T) {
 	}
 	// The race detector's runtime sleeps a second before a process
 	// exits; without that sleep, the CLI's exit is when its answer came.
-	t.Setenv("GORACE", strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
+	t.Setenv("GORACE", quickExitRace())
 	out := s.mustCLI(t, "event", "create", "--type", "Reboot", "--vm", "web_0", "--source", "User")
 	created := time.Now()
 	id := strings.TrimSpace(out)
@@ -260,7 +260,7 @@ func TestDashboardSessions(t *testing.T) {
 	}
 	s := startServer(t, filepath.Join(dir, "data"), fleet)
 	ctx, do := newBrowser(t, dir)
-	t.Setenv("GORACE", strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0")) // as in TestDashboard
+	t.Setenv("GORACE", quickExitRace())
 
 	// want waits until each selector's element has exactly its text,
 	// within 5 seconds, and fails with the texts it has otherwise. It is

@@ -275,7 +275,13 @@ func haCLI(t *testing.T, r *replica, args ...string) string {
 // quickExitEnv returns the environment entry that spares a run of the
 // CLI the second the race detector's runtime sleeps before a clean exit.
 func quickExitEnv() string {
-	return "GORACE=" + strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0")
+	return "GORACE=" + quickExitRace()
+}
+
+// quickExitRace is GORACE with the race detector's sleep before exit
+// turned off: set it as the test's GORACE for every CLI run it starts.
+func quickExitRace() string {
+	return strings.TrimSpace(os.Getenv("GORACE") + " atexit_sleep_ms=0")
 }
 
 // httpAnswer is a whole HTTP answer.
