@@ -36,6 +36,15 @@ func versionOf(seg string) (version, bool) {
 	return 0, false
 }
 
+// IsPath reports whether p is a path of the EC2 API: latest, or a version
+// it serves, and anything below, however many slashes lead it (EC2 reads
+// //latest/ as /latest/). / is not one: every API answers it.
+func IsPath(p string) bool {
+	seg, _, _ := strings.Cut(strings.TrimLeft(p, "/"), "/")
+	_, ok := versionOf(seg)
+	return ok
+}
+
 // since returns the first version that serves a key EC2 released on
 // date (a version date or "1.0"): the first version dated on or after it.
 func since(date string) version {
