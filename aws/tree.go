@@ -28,20 +28,23 @@ func versionOf(seg string) (version, bool) {
 	if seg == "latest" {
 		return latest, true
 	}
-	for i, v := range versions {
-		if v == seg {
-			return version(i), true
-		}
-	}
-	return 0, false
+	i, ok := slices.BinarySearch(versions[:], seg) // 1.0 and the dates sort as strings
+	return version(i), ok
+}
+
+// split returns the version p's first segment names, after any leading
+// slashes, and the rest of p below it; ok is false when p names no version.
+func split(p string) (v version, key string, ok bool) {
+	seg, key, _ := strings.Cut(strings.TrimLeft(p, "/"), "/")
+	v, ok = versionOf(seg)
+	return v, key, ok
 }
 
 // IsPath reports whether p is a path of the EC2 API: latest, or a version
 // it serves, and anything below, however many slashes lead it (EC2 reads
 // //latest/ as /latest/). / is not one: every API answers it.
 func IsPath(p string) bool {
-	seg, _, _ := strings.Cut(strings.TrimLeft(p, "/"), "/")
-	_, ok := versionOf(seg)
+	_, _, ok := split(p)
 	return ok
 }
 
@@ -155,12 +158,7 @@ func lookup(d *doc, path string) []byte {
 	if path == "/" {
 		return lsRoot
 	}
-	rest, ok := strings.CutPrefix(path, "/")
-	if !ok {
-		return nil
-	}
-	seg, key, _ := strings.Cut(rest, "/")
-	v, ok := versionOf(seg)
+	v, key, ok := split(path)
 	if !ok {
 		return nil
 	}
