@@ -204,7 +204,12 @@ func setMetrics(s *Server, on bool) *metrics.Metrics {
 	}
 	m := metrics.New("mem")
 	s.SetMetrics(m)
-	s.SetHistory(history.New(vmNames(s.eng.Fleet()), history.DefaultSize))
+	// As the server does: the history follows the engine, so that the
+	// hooks it runs per request (the client's note, the ring's restore,
+	// the sighting) are part of the count.
+	h := history.New(vmNames(s.eng.Fleet()), history.DefaultSize)
+	h.Follow(s.eng)
+	s.SetHistory(h)
 	return m
 }
 

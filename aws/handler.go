@@ -118,8 +118,8 @@ func route(p string) int {
 	if p == TokenPath {
 		return routeToken
 	}
-	seg, key, ok := strings.Cut(strings.TrimPrefix(p, "/"), "/")
-	if _, known := versionOf(seg); !known || !ok {
+	_, key, ok := split(p)
+	if !ok {
 		return routeOther
 	}
 	switch {

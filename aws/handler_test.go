@@ -52,14 +52,11 @@ func testFleet() *forewarn.Fleet {
 	}}
 }
 
+// setup starts an engine and an EC2 server of testFleet on a new
+// in-memory store.
 func setup(t testing.TB) (*engine.Engine, *aws.Server) {
 	t.Helper()
-	e, err := engine.New(t.Context(), engine.Config{Store: mem.New(), Fleet: testFleet(), AllowShortNotice: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.Close() })
-	return e, aws.NewServer(e, nil)
+	return startOn(t, mem.New())
 }
 
 type req struct {

@@ -320,3 +320,19 @@ func wantKeys(t *testing.T, h http.Handler, remote string, cases []keyCase) {
 		want(t, c.path, do(h, req{path: c.path, remote: remote}), c.status, c.body)
 	}
 }
+
+// TestIsPath: the paths under latest and under each version EC2 serves,
+// leading slashes or not, are EC2's; /, the other APIs' paths and names
+// that only look like a version are not.
+func TestIsPath(t *testing.T) {
+	for p, want := range map[string]bool{
+		"/latest": true, "/latest/": true, "//latest/meta-data/instance-id": true, "/latest//meta-data": true,
+		"/1.0/meta-data/": true, "/2009-04-04/meta-data/": true, "/2024-04-11": true,
+		"/": false, "///": false, "/latestx/": false, "/2009-04-05/meta-data/": false, "/0.1/meta-data/": false,
+		"/metadata/instance": false, "/computeMetadata/v1/": false,
+	} {
+		if got := aws.IsPath(p); got != want {
+			t.Errorf("IsPath(%q) = %v, want %v", p, got, want)
+		}
+	}
+}

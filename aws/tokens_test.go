@@ -17,7 +17,7 @@ import (
 // startOn starts an engine and an EC2 server on store, as a server
 // process does: a restart is another on the same store, a replica
 // another beside it.
-func startOn(t *testing.T, store forewarn.Store) (*engine.Engine, *aws.Server) {
+func startOn(t testing.TB, store forewarn.Store) (*engine.Engine, *aws.Server) {
 	t.Helper()
 	e, err := engine.New(t.Context(), engine.Config{Store: store, Fleet: testFleet(), AllowShortNotice: true})
 	if err != nil {

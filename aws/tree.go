@@ -28,12 +28,24 @@ func versionOf(seg string) (version, bool) {
 	if seg == "latest" {
 		return latest, true
 	}
-	for i, v := range versions {
-		if v == seg {
-			return version(i), true
-		}
-	}
-	return 0, false
+	i, ok := slices.BinarySearch(versions[:], seg) // 1.0 and the dates sort as strings
+	return version(i), ok
+}
+
+// split returns the version p's first segment names, after any leading
+// slashes, and the rest of p below it; ok is false when p names no version.
+func split(p string) (v version, key string, ok bool) {
+	seg, key, _ := strings.Cut(strings.TrimLeft(p, "/"), "/")
+	v, ok = versionOf(seg)
+	return v, key, ok
+}
+
+// IsPath reports whether p is a path of the EC2 API: latest, or a version
+// it serves, and anything below, however many slashes lead it (EC2 reads
+// //latest/ as /latest/). / is not one: every API answers it.
+func IsPath(p string) bool {
+	_, _, ok := split(p)
+	return ok
 }
 
 // since returns the first version that serves a key EC2 released on
@@ -75,35 +87,32 @@ const (
 	allFlags
 )
 
-// dir is a directory whose listing depends on the version and on a VM's
-// flags. Each listing is rendered once, on its first request, and
-// shared by every VM that lists the same.
+// dir is a directory below a version: its path there (with its final
+// slash) and the names it may list. At a version it lists, for a VM, the
+// names whose key answers (a subdirectory answers while it lists
+// something). Whether a key answers depends only on the version and the
+// VM's flags, so each listing is made once, on its first request, and
+// shared by every VM with the same flags.
 type dir struct {
-	entries []dirEntry
-	cache   [len(versions)][allFlags]atomic.Pointer[[]byte]
+	path  string
+	names []string
+	cache [len(versions)][allFlags]atomic.Pointer[[]byte]
 }
 
-// dirEntry is a name a directory lists from version since, while the VM
-// has the flags need; a subdirectory sub is listed only while it lists
-// something.
-type dirEntry struct {
-	name  string
-	since version
-	need  flags
-	sub   *dir
-}
+// newDir returns the directory at path listing names.
+func newDir(path string, names ...string) *dir { return &dir{path: path, names: names} }
 
-// list returns d's listing at v for a VM with flags f, or nil when it
-// lists nothing (a 404).
-func (d *dir) list(v version, f flags) []byte {
-	p := &d.cache[v][f]
+// list returns dr's listing at v for d, or nil when it lists nothing (a
+// 404).
+func (dr *dir) list(d *doc, v version) []byte {
+	p := &dr.cache[v][d.flags]
 	if b := p.Load(); b != nil {
 		return *b
 	}
 	var names []string
-	for _, e := range d.entries {
-		if v >= e.since && f&e.need == e.need && (e.sub == nil || e.sub.list(v, f) != nil) {
-			names = append(names, e.name)
+	for _, name := range dr.names {
+		if d.key(dr.path+strings.TrimSuffix(name, "/"), v) != nil {
+			names = append(names, name)
 		}
 	}
 	var b []byte
@@ -116,34 +125,23 @@ func (d *dir) list(v version, f flags) []byte {
 
 // The directories, each listing its names in EC2's alphabetical order.
 var (
-	identityDir = &dir{entries: []dirEntry{
-		{name: "document", since: sinceDynamic}, {name: "pkcs7", since: sinceDynamic}, {name: "signature", since: sinceDynamic},
-	}}
-	dynamicDir = &dir{entries: []dirEntry{{name: "instance-identity/", since: sinceDynamic}}}
-	versionDir = &dir{entries: []dirEntry{{name: "dynamic", sub: dynamicDir}, {name: "meta-data"}}}
-
-	autoscalingDir = &dir{entries: []dirEntry{{name: "target-lifecycle-state", since: sinceAutoscaling, need: inGroup}}}
-	devicesDir     = &dir{entries: []dirEntry{{name: "ami", since: sinceBlockDevices}, {name: "root", since: sinceBlockDevices}}}
-	maintenanceDir = &dir{entries: []dirEntry{{name: "history", since: sinceEvents}, {name: "scheduled", since: sinceEvents}}}
-	recommendDir   = &dir{entries: []dirEntry{{name: "rebalance", since: sinceRebalance, need: hasRebalance}}}
-	eventsDir      = &dir{entries: []dirEntry{{name: "maintenance/", sub: maintenanceDir}, {name: "recommendations/", sub: recommendDir}}}
-	networkDir     = &dir{entries: []dirEntry{{name: "interfaces/", since: sinceNetwork}}}
-	interfacesDir  = &dir{entries: []dirEntry{{name: "macs/", since: sinceNetwork}}}
-	placementDir   = &dir{entries: []dirEntry{{name: "availability-zone", since: sinceZone}, {name: "region", since: sinceRegion}}}
-	servicesDir    = &dir{entries: []dirEntry{{name: "domain", since: sinceDomain}, {name: "partition", since: sincePartition}}}
-	spotDir        = &dir{entries: []dirEntry{
-		{name: "instance-action", since: sinceInstanceAction, need: hasAction},
-		{name: "termination-time", since: sinceTermination, need: hasTermination},
-	}}
-	metaDataDir = &dir{entries: []dirEntry{
-		{name: "ami-id"}, {name: "ami-launch-index"}, {name: "autoscaling/", sub: autoscalingDir},
-		{name: "block-device-mapping/", sub: devicesDir}, {name: "events/", sub: eventsDir}, {name: "hostname"},
-		{name: "instance-id"}, {name: "instance-life-cycle", since: sinceLifeCycle},
-		{name: "instance-type", since: sinceInstanceType}, {name: "local-hostname", since: sinceLocalHostname},
-		{name: "local-ipv4"}, {name: "mac", since: sinceNetwork}, {name: "network/", sub: networkDir},
-		{name: "placement/", sub: placementDir}, {name: "reservation-id"}, {name: "security-groups"},
-		{name: "services/", sub: servicesDir}, {name: "spot/", sub: spotDir},
-	}}
+	versionDir     = newDir("", "dynamic", "meta-data")
+	dynamicDir     = newDir("dynamic/", "instance-identity/")
+	identityDir    = newDir("dynamic/instance-identity/", "document", "pkcs7", "signature")
+	autoscalingDir = newDir("meta-data/autoscaling/", "target-lifecycle-state")
+	devicesDir     = newDir("meta-data/block-device-mapping/", "ami", "root")
+	eventsDir      = newDir("meta-data/events/", "maintenance/", "recommendations/")
+	maintenanceDir = newDir("meta-data/events/maintenance/", "history", "scheduled")
+	recommendDir   = newDir("meta-data/events/recommendations/", "rebalance")
+	networkDir     = newDir("meta-data/network/", "interfaces/")
+	interfacesDir  = newDir("meta-data/network/interfaces/", "macs/")
+	placementDir   = newDir("meta-data/placement/", "availability-zone", "region")
+	servicesDir    = newDir("meta-data/services/", "domain", "partition")
+	spotDir        = newDir("meta-data/spot/", "instance-action", "termination-time")
+	metaDataDir    = newDir("meta-data/",
+		"ami-id", "ami-launch-index", "autoscaling/", "block-device-mapping/", "events/", "hostname",
+		"instance-id", "instance-life-cycle", "instance-type", "local-hostname", "local-ipv4", "mac",
+		"network/", "placement/", "reservation-id", "security-groups", "services/", "spot/")
 	// interfaceKeys are the keys of network/interfaces/macs/<mac>/, all
 	// of version 2011-01-01.
 	interfaceKeys = listing([]string{"device-number", "interface-id", "local-hostname", "local-ipv4s", "mac", "owner-id",
@@ -160,12 +158,7 @@ func lookup(d *doc, path string) []byte {
 	if path == "/" {
 		return lsRoot
 	}
-	rest, ok := strings.CutPrefix(path, "/")
-	if !ok {
-		return nil
-	}
-	seg, key, _ := strings.Cut(rest, "/")
-	v, ok := versionOf(seg)
+	v, key, ok := split(path)
 	if !ok {
 		return nil
 	}
@@ -183,14 +176,14 @@ func at(v, from version, b []byte) []byte {
 // key returns the answer to key, a path below version v without a final
 // slash, or nil for 404.
 func (d *doc) key(key string, v version) []byte {
-	st, f := d.static, d.flags
+	st := d.static
 	switch key {
 	case "":
-		return versionDir.list(v, f)
+		return versionDir.list(d, v)
 	case "dynamic":
-		return dynamicDir.list(v, f)
+		return dynamicDir.list(d, v)
 	case "dynamic/instance-identity":
-		return identityDir.list(v, f)
+		return identityDir.list(d, v)
 	case "dynamic/instance-identity/document":
 		return at(v, sinceDynamic, st.identity)
 	case "dynamic/instance-identity/pkcs7":
@@ -198,13 +191,13 @@ func (d *doc) key(key string, v version) []byte {
 	case "dynamic/instance-identity/signature":
 		return at(v, sinceDynamic, st.signed().signature)
 	case "meta-data":
-		return metaDataDir.list(v, f)
+		return metaDataDir.list(d, v)
 	case "meta-data/ami-id":
 		return st.amiID
 	case "meta-data/ami-launch-index":
 		return valLaunchIndex
 	case "meta-data/block-device-mapping":
-		return devicesDir.list(v, f)
+		return devicesDir.list(d, v)
 	case "meta-data/block-device-mapping/ami", "meta-data/block-device-mapping/root":
 		return at(v, sinceBlockDevices, valRootDevice)
 	case "meta-data/hostname":
@@ -222,13 +215,13 @@ func (d *doc) key(key string, v version) []byte {
 	case "meta-data/mac":
 		return at(v, sinceNetwork, st.macAddr)
 	case "meta-data/network":
-		return networkDir.list(v, f)
+		return networkDir.list(d, v)
 	case "meta-data/network/interfaces":
-		return interfacesDir.list(v, f)
+		return interfacesDir.list(d, v)
 	case "meta-data/network/interfaces/macs":
 		return at(v, sinceNetwork, st.macDir)
 	case "meta-data/placement":
-		return placementDir.list(v, f)
+		return placementDir.list(d, v)
 	case "meta-data/placement/availability-zone":
 		return at(v, sinceZone, st.zone)
 	case "meta-data/placement/region":
@@ -238,31 +231,31 @@ func (d *doc) key(key string, v version) []byte {
 	case "meta-data/security-groups":
 		return st.securityGroups
 	case "meta-data/services":
-		return servicesDir.list(v, f)
+		return servicesDir.list(d, v)
 	case "meta-data/services/domain":
 		return at(v, sinceDomain, st.domain)
 	case "meta-data/services/partition":
 		return at(v, sincePartition, st.partition)
 	case "meta-data/events":
-		return eventsDir.list(v, f)
+		return eventsDir.list(d, v)
 	case "meta-data/events/maintenance":
-		return maintenanceDir.list(v, f)
+		return maintenanceDir.list(d, v)
 	case "meta-data/events/maintenance/scheduled":
 		return at(v, sinceEvents, d.scheduled)
 	case "meta-data/events/maintenance/history":
 		return at(v, sinceEvents, d.history)
 	case "meta-data/events/recommendations":
-		return recommendDir.list(v, f)
+		return recommendDir.list(d, v)
 	case "meta-data/events/recommendations/rebalance":
 		return at(v, sinceRebalance, d.rebalance)
 	case "meta-data/spot":
-		return spotDir.list(v, f)
+		return spotDir.list(d, v)
 	case "meta-data/spot/instance-action":
 		return at(v, sinceInstanceAction, d.instanceAction)
 	case "meta-data/spot/termination-time":
 		return at(v, sinceTermination, d.termination)
 	case "meta-data/autoscaling":
-		return autoscalingDir.list(v, f)
+		return autoscalingDir.list(d, v)
 	case "meta-data/autoscaling/target-lifecycle-state":
 		return at(v, sinceAutoscaling, d.lifecycle)
 	}

@@ -565,8 +565,9 @@ func announce(ctx context.Context, c forewarn.Cluster, eng *engine.Engine, name,
 }
 
 // metadataHandler routes the metadata listener: Azure paths to the Azure
-// API, Compute Engine paths to the GCE API, EC2 paths to the EC2 API, and
-// anything else (such as GET /) to the API of the calling VM's provider.
+// API, Compute Engine paths to the GCE API, EC2 paths (under any version
+// EC2 serves, see aws.IsPath) to the EC2 API, and anything else (such as
+// GET /) to the API of the calling VM's provider.
 func metadataHandler(az *azure.Server, g *gce.Server, ec2 *aws.Server) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch p := r.URL.Path; {
@@ -574,7 +575,7 @@ func metadataHandler(az *azure.Server, g *gce.Server, ec2 *aws.Server) http.Hand
 			az.ServeHTTP(w, r)
 		case strings.HasPrefix(p, "/computeMetadata"):
 			g.ServeHTTP(w, r)
-		case p == "/latest" || strings.HasPrefix(p, "/latest/"):
+		case aws.IsPath(p):
 			ec2.ServeHTTP(w, r)
 		case provider(g.Caller(r)) == forewarn.GCE:
 			g.ServeHTTP(w, r)
