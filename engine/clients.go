@@ -23,8 +23,11 @@ type ClientRecords interface {
 	// now, or nil when there is none to save.
 	ClientRecord(name string) []byte
 	// Unsaved returns the names of the VMs whose records changed since
-	// ClientRecord last returned them.
+	// ClientRecord last returned them, or whose write failed since.
 	Unsaved() []string
+	// NotSaved notes that the record ClientRecord last returned of the
+	// VM named name was not written: Unsaved returns the VM again.
+	NotSaved(name string)
 }
 
 // SetClientRecords makes the engine save r's client records with the VM

@@ -491,6 +491,11 @@ func (e *Engine) saveSeen(names []string) {
 	})
 	if err != nil {
 		e.log.Error("save last request time", "vms", len(names), "err", err)
+		if r := e.clientRecords(); r != nil {
+			for name := range hist {
+				r.NotSaved(name) // saved later, or when the engine closes
+			}
+		}
 		return
 	}
 	for name, ns := range saved {

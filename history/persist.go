@@ -172,7 +172,8 @@ func idOf(m *Mark) string {
 // ClientRecord returns the client record of the VM named name, with
 // every count it has, for the engine to save; nil when the VM has made
 // no request since h began (its record, if any, is the store's). The
-// VM's record counts as saved from now on (see Unsaved).
+// VM's record counts as saved from now on, unless NotSaved says
+// otherwise (see Unsaved).
 func (h *History) ClientRecord(name string) []byte {
 	rg, g, ok := h.ring(name)
 	if !ok || rg == nil || !rg.lock(g) {
@@ -204,7 +205,7 @@ func (h *History) ClientRecord(name string) []byte {
 }
 
 // Unsaved returns the names of the VMs whose Stats changed since
-// ClientRecord last returned them.
+// ClientRecord last returned them, or that NotSaved named since.
 func (h *History) Unsaved() []string {
 	var out []string
 	h.rings.Range(func(name string, c *cell) bool {
@@ -219,6 +220,15 @@ func (h *History) Unsaved() []string {
 		return true
 	})
 	return out
+}
+
+// NotSaved notes that the client record ClientRecord last returned of
+// the VM named name was not written: Unsaved returns the VM again.
+func (h *History) NotSaved(name string) {
+	if rg, g, ok := h.ring(name); ok && rg != nil && rg.lock(g) {
+		rg.st.dirty = true
+		rg.mu.Unlock()
+	}
 }
 
 // restore starts r, the new ring of the VM named name, from the VM's
