@@ -39,25 +39,24 @@ func (h *History) keep(eng *engine.Engine) {
 // visible returns how much of the time from from to to (Unix ns) a
 // server ran: all of it but what falls between r's stop and restart.
 func (r *ring) visible(from, to int64) int64 {
-	return to - from - max(min(to, r.restart)-max(from, r.stop), 0)
+	return visibleNs(from, to, r.stop, r.restart)
 }
 
 // Visible returns how much of the time from from to to a server ran, to
 // see the VM's requests: all of it but what falls between Stopped and
 // Restarted.
 func (s *Stats) Visible(from, to time.Time) time.Duration {
-	d := to.Sub(from)
 	if s.Stopped.IsZero() {
-		return d
+		return to.Sub(from)
 	}
-	lo, hi := from, to
-	if s.Stopped.After(lo) {
-		lo = s.Stopped
-	}
-	if s.Restarted.Before(hi) {
-		hi = s.Restarted
-	}
-	return d - max(hi.Sub(lo), 0)
+	return time.Duration(visibleNs(from.UnixNano(), to.UnixNano(), s.Stopped.UnixNano(), s.Restarted.UnixNano()))
+}
+
+// visibleNs returns how much of the time from from to to a server ran:
+// all of it but what falls between stop and restart (all times Unix ns;
+// stop and restart 0 when no server stopped).
+func visibleNs(from, to, stop, restart int64) int64 {
+	return to - from - max(min(to, restart)-max(from, stop), 0)
 }
 
 // sighting returns m as the store keeps it.
