@@ -23,8 +23,11 @@ type ClientRecords interface {
 	// now, or nil when there is none to save.
 	ClientRecord(name string) []byte
 	// Unsaved returns the names of the VMs whose records changed since
-	// ClientRecord last returned them.
+	// ClientRecord last returned them, or whose write failed since.
 	Unsaved() []string
+	// NotSaved notes that the record ClientRecord last returned of the
+	// VM named name was not written: Unsaved returns the VM again.
+	NotSaved(name string)
 }
 
 // SetClientRecords makes the engine save r's client records with the VM
@@ -55,19 +58,37 @@ func (e *Engine) NoteClient(name string) {
 	}
 }
 
-// clientRecord returns what the VM record of m, the VM named name, holds
-// as its client record in a write now: the history's, else the store's.
-// e.mu must be held.
-func (e *Engine) clientRecord(name string, m *member) []byte {
-	if e.clients != nil {
-		if b := e.clients.ClientRecord(name); b != nil {
-			return b
+// historyRecords returns the client records the history has to save of
+// the VMs named that are in the inventory, by name: encoded once, before
+// a write and its retries, and without e.mu held.
+func (e *Engine) historyRecords(names []string) map[string][]byte {
+	r := e.clientRecords()
+	if r == nil {
+		return nil
+	}
+	out := map[string][]byte{}
+	for _, name := range names {
+		if _, ok := out[name]; ok || e.member(name) == nil {
+			continue
+		}
+		if b := r.ClientRecord(name); b != nil {
+			out[name] = b
 		}
 	}
-	if b := m.client.Load(); b != nil {
-		return *b
+	return out
+}
+
+// clientRecord returns what the VM record of m, the VM named name, holds
+// as its client record in a write now: the history's, in hist, else the
+// store's; and reports whether it is the history's.
+func clientRecord(hist map[string][]byte, name string, m *member) (b []byte, fromHistory bool) {
+	if b := hist[name]; b != nil {
+		return b, true
 	}
-	return nil
+	if b := m.client.Load(); b != nil {
+		return *b, false
+	}
+	return nil, false
 }
 
 // sightings holds the sightings noted and not yet written: merged as
@@ -199,13 +220,17 @@ func orZero(s *forewarn.Sighting) *forewarn.Sighting {
 // unsavedClients returns the VMs whose client records changed since they
 // were saved, for the last write before the engine closes.
 func (e *Engine) unsavedClients() []string {
-	e.mu.Lock()
-	r := e.clients
-	e.mu.Unlock()
-	if r == nil {
-		return nil
+	if r := e.clientRecords(); r != nil {
+		return r.Unsaved()
 	}
-	return r.Unsaved()
+	return nil
+}
+
+// clientRecords returns the ClientRecords SetClientRecords set, or nil.
+func (e *Engine) clientRecords() ClientRecords {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.clients
 }
 
 // clientSaveBatch bounds the VM records of one write that carries client

@@ -442,7 +442,8 @@ func (e *Engine) drain(first string) []string {
 }
 
 // saveSeen writes the VM records of the VMs named whose stored LastSeen
-// is stale, or whose client record changed. It runs only in
+// is stale, whose maintenance-key read is new, or whose client record
+// the history has to save. It runs only in
 // persistLoop, which Close waits for, so it may write while the engine
 // closes.
 func (e *Engine) saveSeen(names []string) {
@@ -450,6 +451,7 @@ func (e *Engine) saveSeen(names []string) {
 		return
 	}
 	ctx := context.Background()
+	hist := e.historyRecords(names)
 	var saved, savedQs map[string]int64
 	var clients map[string][]byte
 	err := e.retry(ctx, func(ctx context.Context) error {
@@ -466,8 +468,8 @@ func (e *Engine) saveSeen(names []string) {
 			q, storedQ := m.queried.Load(), m.savedQ.Load()
 			seenStale := ns != 0 && (stored == 0 || time.Duration(ns-stored) >= min(savePeriod, e.disableAfter/2))
 			queryNew := q > storedQ && (storedQ == 0 || storedQ <= m.ended.Load())
-			client := e.clientRecord(name, m)
-			if !seenStale && !queryNew && (client == nil || string(e.ClientRecord(name)) == string(client)) {
+			client, fromHistory := clientRecord(hist, name, m)
+			if !seenStale && !queryNew && !fromHistory {
 				continue
 			}
 			rec := &forewarn.VMRecord{Client: client}
@@ -489,6 +491,11 @@ func (e *Engine) saveSeen(names []string) {
 	})
 	if err != nil {
 		e.log.Error("save last request time", "vms", len(names), "err", err)
+		if r := e.clientRecords(); r != nil {
+			for name := range hist {
+				r.NotSaved(name) // saved later, or when the engine closes
+			}
+		}
 		return
 	}
 	for name, ns := range saved {

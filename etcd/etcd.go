@@ -474,15 +474,15 @@ func (s *Store) writeOps(c *forewarn.Change) ([]clientv3.Op, error) {
 		// An event's sighting leaves the store with it.
 		ops = append(ops, clientv3.OpDelete(s.evPrefix+id), clientv3.OpDelete(s.seenPrefix+id))
 	}
-	for _, id := range slices.Sorted(maps.Keys(c.Sightings)) {
-		if deletes[id] {
-			continue
+	sightings := make(map[string]*forewarn.Sighting, len(c.Sightings))
+	for id, si := range c.Sightings {
+		if !deletes[id] { // Validate refuses a nil one
+			sightings[id] = si.Normalized()
 		}
-		b, err := json.Marshal(c.Sightings[id].Normalized())
-		if err != nil {
-			return nil, forewarn.Errorf(forewarn.EINVALID, "sighting of event %s: %v", id, err)
-		}
-		ops = append(ops, clientv3.OpPut(s.seenPrefix+id, string(b)))
+	}
+	ops, err := namedOps(ops, s.seenPrefix, sightings)
+	if err != nil {
+		return nil, forewarn.Errorf(forewarn.EINVALID, "sighting of event %v", err)
 	}
 	if c.SigningKeys != nil {
 		b, err := json.Marshal(c.SigningKeys.Normalized())
@@ -513,8 +513,7 @@ func (s *Store) writeOps(c *forewarn.Change) ([]clientv3.Op, error) {
 			ops = append(ops, clientv3.OpDelete(s.vmPrefix+name)) // a VM's record leaves the store with it
 		}
 	}
-	ops, err := namedOps(ops, s.defPrefix, c.Inventory)
-	if err != nil {
+	if ops, err = namedOps(ops, s.defPrefix, c.Inventory); err != nil {
 		return nil, forewarn.Errorf(forewarn.EINVALID, "definition of %v", err)
 	}
 	if ops, err = namedOps(ops, s.defssPrefix, c.InventorySets); err != nil {

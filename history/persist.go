@@ -39,25 +39,24 @@ func (h *History) keep(eng *engine.Engine) {
 // visible returns how much of the time from from to to (Unix ns) a
 // server ran: all of it but what falls between r's stop and restart.
 func (r *ring) visible(from, to int64) int64 {
-	return to - from - max(min(to, r.restart)-max(from, r.stop), 0)
+	return visibleNs(from, to, r.stop, r.restart)
 }
 
 // Visible returns how much of the time from from to to a server ran, to
 // see the VM's requests: all of it but what falls between Stopped and
 // Restarted.
 func (s *Stats) Visible(from, to time.Time) time.Duration {
-	d := to.Sub(from)
 	if s.Stopped.IsZero() {
-		return d
+		return to.Sub(from)
 	}
-	lo, hi := from, to
-	if s.Stopped.After(lo) {
-		lo = s.Stopped
-	}
-	if s.Restarted.Before(hi) {
-		hi = s.Restarted
-	}
-	return d - max(hi.Sub(lo), 0)
+	return time.Duration(visibleNs(from.UnixNano(), to.UnixNano(), s.Stopped.UnixNano(), s.Restarted.UnixNano()))
+}
+
+// visibleNs returns how much of the time from from to to a server ran:
+// all of it but what falls between stop and restart (all times Unix ns;
+// stop and restart 0 when no server stopped).
+func visibleNs(from, to, stop, restart int64) int64 {
+	return to - from - max(min(to, restart)-max(from, stop), 0)
 }
 
 // sighting returns m as the store keeps it.
@@ -172,7 +171,8 @@ func idOf(m *Mark) string {
 // ClientRecord returns the client record of the VM named name, with
 // every count it has, for the engine to save; nil when the VM has made
 // no request since h began (its record, if any, is the store's). The
-// VM's record counts as saved from now on (see Unsaved).
+// VM's record counts as saved from now on, unless NotSaved says
+// otherwise (see Unsaved).
 func (h *History) ClientRecord(name string) []byte {
 	rg, g, ok := h.ring(name)
 	if !ok || rg == nil || !rg.lock(g) {
@@ -204,7 +204,7 @@ func (h *History) ClientRecord(name string) []byte {
 }
 
 // Unsaved returns the names of the VMs whose Stats changed since
-// ClientRecord last returned them.
+// ClientRecord last returned them, or that NotSaved named since.
 func (h *History) Unsaved() []string {
 	var out []string
 	h.rings.Range(func(name string, c *cell) bool {
@@ -219,6 +219,15 @@ func (h *History) Unsaved() []string {
 		return true
 	})
 	return out
+}
+
+// NotSaved notes that the client record ClientRecord last returned of
+// the VM named name was not written: Unsaved returns the VM again.
+func (h *History) NotSaved(name string) {
+	if rg, g, ok := h.ring(name); ok && rg != nil && rg.lock(g) {
+		rg.st.dirty = true
+		rg.mu.Unlock()
+	}
 }
 
 // restore starts r, the new ring of the VM named name, from the VM's

@@ -1,7 +1,11 @@
 package history_test
 
 import (
+	"context"
+	"errors"
 	"net/http"
+	"slices"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -120,6 +124,42 @@ func TestSightingsShared(t *testing.T) {
 		synctest.Wait() // the sighting written, and followed
 		if s, ok := h2.Seen(ev.ID); !ok || s.By != "a" || !s.At.Equal(time.Now()) {
 			t.Errorf("the other replica's report of the Reboot: %+v, %v; want seen by a now", s, ok)
+		}
+	})
+}
+
+// flakyStore is a store whose commits fail while down is set.
+type flakyStore struct {
+	*mem.Store
+	down atomic.Bool
+}
+
+func (s *flakyStore) Commit(ctx context.Context, c *forewarn.Change) (int64, error) {
+	if s.down.Load() {
+		return 0, errors.New("store down")
+	}
+	return s.Store.Commit(ctx, c)
+}
+
+// TestClientRecordKeptAfterFailedWrite: a VM's client record whose write
+// failed is still unsaved, and written when the engine closes.
+func TestClientRecordKeptAfterFailedWrite(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &flakyStore{Store: mem.New()}
+		e1, h1 := serverOn(t, store)
+		store.down.Store(true)
+		get(h1, "a")
+		e1.NoteRequest("a") // its first call: its VM record is written at once
+		synctest.Wait()
+		if got := h1.Unsaved(); !slices.Equal(got, []string{"a"}) {
+			t.Errorf("unsaved after a failed write: %q, want a", got)
+		}
+		store.down.Store(false)
+		e1.Close()
+
+		_, h2 := serverOn(t, store)
+		if st, _ := h2.Stats("a"); st.Requests != 1 {
+			t.Errorf("a after the restart: %d requests, want 1", st.Requests)
 		}
 	})
 }

@@ -900,21 +900,11 @@ func wantVMs(t *testing.T, st *forewarn.State, want map[string]*forewarn.VMRecor
 // It returns "" when they match.
 func vmDiff(want, got *forewarn.VMRecord) string {
 	var b strings.Builder
-	if !got.LastSeen.Equal(want.LastSeen) {
-		fmt.Fprintf(&b, "\tLastSeen: got %v, want %v\n", got.LastSeen, want.LastSeen)
-	}
-	if got.LastSeen != got.LastSeen.Round(0) {
-		fmt.Fprintf(&b, "\tLastSeen: got %v, which keeps a monotonic clock reading\n", got.LastSeen)
-	}
-	if got.LastSeen.Location() != time.UTC {
-		fmt.Fprintf(&b, "\tLastSeen: got %v, want it in UTC\n", got.LastSeen)
-	}
+	timeDiff(&b, "LastSeen", want.LastSeen, got.LastSeen)
 	if got.Peers != want.Peers {
 		fmt.Fprintf(&b, "\tPeers: got %q, want %q\n", got.Peers, want.Peers)
 	}
-	if !got.Queried.Equal(want.Queried) || got.Queried != got.Queried.Round(0) || got.Queried.Location() != time.UTC {
-		fmt.Fprintf(&b, "\tQueried: got %v, want %v in UTC without a monotonic reading\n", got.Queried, want.Queried)
-	}
+	timeDiff(&b, "Queried", want.Queried, got.Queried)
 	if !bytes.Equal(got.Client, want.Client) {
 		fmt.Fprintf(&b, "\tClient: got %s, want %s\n", got.Client, want.Client)
 	}
