@@ -22,15 +22,66 @@ import (
 // no host is started twice.
 
 // installSessions takes in committed sessions; a nil one is removed.
+// It keeps e.newest: each host's newest session, the last that
+// sessionOrder puts first.
 // e.mu must be held.
 func (e *Engine) installSessions(sessions map[string]*forewarn.Session) {
+	var stale []*forewarn.Session // removed, or moved in time
 	for id, s := range sessions {
+		old := e.sessions[id]
 		if s == nil {
 			delete(e.sessions, id)
+			if old != nil {
+				stale = append(stale, old)
+			}
 			continue
 		}
 		e.sessions[id] = s
+		if old != nil && !old.Created.Equal(s.Created) {
+			stale = append(stale, old)
+		}
+		for i := range s.Hosts {
+			e.indexHost(s, i)
+		}
 	}
+	if len(stale) == 0 {
+		return
+	}
+	// The hosts of a session that went, or moved in time, may have an
+	// older newest session: one pass over the sessions finds it.
+	hosts := make(map[string]bool)
+	for _, s := range stale {
+		for _, h := range s.Hosts {
+			if at, ok := e.newest[h.Name]; ok && at.s.ID == s.ID {
+				hosts[h.Name] = true
+				delete(e.newest, h.Name)
+			}
+		}
+	}
+	for _, s := range e.sessions {
+		for i, h := range s.Hosts {
+			if hosts[h.Name] {
+				e.indexHost(s, i)
+			}
+		}
+	}
+}
+
+// hostIn is a host's place in a session: s.Hosts[i]. A session's hosts
+// are set when it is created, so i holds in each of its versions.
+type hostIn struct {
+	s *forewarn.Session
+	i int
+}
+
+// indexHost makes s the newest session of its host i if it is newer than
+// the one indexed, or a new version of it. e.mu must be held.
+func (e *Engine) indexHost(s *forewarn.Session, i int) {
+	name := s.Hosts[i].Name
+	if at, ok := e.newest[name]; ok && at.s.ID != s.ID && sessionOrder(s, at.s) < 0 {
+		return
+	}
+	e.newest[name] = hostIn{s, i}
 }
 
 // Sessions returns copies of every session, oldest first.
@@ -41,10 +92,13 @@ func (e *Engine) Sessions() []*forewarn.Session {
 	for _, s := range e.sessions {
 		out = append(out, s.Clone())
 	}
-	slices.SortFunc(out, func(a, b *forewarn.Session) int {
-		return cmp.Or(a.Created.Compare(b.Created), strings.Compare(a.ID, b.ID))
-	})
+	slices.SortFunc(out, sessionOrder)
 	return out
+}
+
+// sessionOrder orders sessions oldest first: by Created, then by ID.
+func sessionOrder(a, b *forewarn.Session) int {
+	return cmp.Or(a.Created.Compare(b.Created), strings.Compare(a.ID, b.ID))
 }
 
 // Session returns a copy of the session id. Errors: ENOTFOUND.
@@ -78,33 +132,31 @@ type HostStatus struct {
 }
 
 // HostStatus returns where the host name is in the newest session that
-// names it; the zero HostStatus when none does.
+// names it; the zero HostStatus when none does. It costs a look-up.
 func (e *Engine) HostStatus(name string) HostStatus {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.hostStatuses()[name]
+	if at, ok := e.newest[name]; ok {
+		return at.status()
+	}
+	return HostStatus{}
 }
 
 // HostStatuses returns HostStatus for every host a session names.
 func (e *Engine) HostStatuses() map[string]HostStatus {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.hostStatuses()
-}
-
-func (e *Engine) hostStatuses() map[string]HostStatus {
-	out := make(map[string]HostStatus)
-	created := make(map[string]time.Time)
-	for _, s := range e.sessions {
-		for _, h := range s.Hosts {
-			if c, ok := created[h.Name]; ok && c.After(s.Created) {
-				continue
-			}
-			created[h.Name] = s.Created
-			out[h.Name] = HostStatus{Session: s.ID, State: h.State, Reason: h.Reason, SessionState: s.State}
-		}
+	out := make(map[string]HostStatus, len(e.newest))
+	for name, at := range e.newest {
+		out[name] = at.status()
 	}
 	return out
+}
+
+// status is where the host is in the session.
+func (at hostIn) status() HostStatus {
+	h := &at.s.Hosts[at.i]
+	return HostStatus{Session: at.s.ID, State: h.State, Reason: h.Reason, SessionState: at.s.State}
 }
 
 // checkSession validates spec against the fleet: the names, limits
@@ -338,14 +390,10 @@ func (e *Engine) HostFail(ctx context.Context, host, reason string) error {
 }
 
 func (e *Engine) endHost(ctx context.Context, host string, to forewarn.HostState, reason string) error {
-	var id string
-	e.mu.Lock()
-	st, ok := e.hostStatuses()[host]
-	e.mu.Unlock()
-	if !ok {
+	id := e.HostStatus(host).Session
+	if id == "" {
 		return forewarn.Errorf(forewarn.ENOTFOUND, "host %q is in no session", host)
 	}
-	id = st.Session
 	return e.changeSession(ctx, id, func(s *forewarn.Session, now time.Time) ([]*forewarn.Event, error) {
 		i := slices.IndexFunc(s.Hosts, func(h forewarn.SessionHost) bool { return h.Name == host })
 		h := &s.Hosts[i]

@@ -122,9 +122,7 @@ type BlockedHost struct {
 // without it, so that a pass over the fleet does not hold up commits.
 func (e *Engine) SessionProgress(now time.Time, newest int) ([]SessionProgress, int) {
 	e.mu.Lock()
-	all := slices.SortedFunc(maps.Values(e.sessions), func(a, b *forewarn.Session) int {
-		return cmp.Or(b.Created.Compare(a.Created), strings.Compare(b.ID, a.ID))
-	})
+	all := slices.SortedFunc(maps.Values(e.sessions), func(a, b *forewarn.Session) int { return sessionOrder(b, a) })
 	total := len(all)
 	if newest > 0 && len(all) > newest {
 		all = all[:newest]
