@@ -597,9 +597,9 @@ func (e *Engine) stepSession(s *forewarn.Session, now time.Time) (*forewarn.Sess
 		if h.State != forewarn.HostNotifying {
 			continue
 		}
-		waiting, latest := e.unstarted(&h)
+		waiting, latest := e.unstarted(&h, nil)
 		switch {
-		case !waiting:
+		case waiting == 0:
 			hc := &edit().Hosts[i]
 			hc.State, hc.ReadyAt = forewarn.HostInMaintenance, now.Round(0)
 		case s.Spec.ReplyTimeout > 0:
@@ -619,35 +619,20 @@ func (e *Engine) stepSession(s *forewarn.Session, now time.Time) (*forewarn.Sess
 	if c != nil {
 		cur = c
 	}
-	if cur.State != forewarn.SessionRunning {
-		return c, changed, next
-	}
-	active, pending := 0, 0
-	for _, h := range cur.Hosts {
-		switch {
-		case h.State == forewarn.HostPending:
-			pending++
-		case !h.State.Ended():
-			active++
+	ws, _ := parseWindows(cur.Spec.Windows)
+	wait, until, active := startWait(cur, ws, now)
+	switch wait {
+	case WaitNone: // a host may start, its budgets allowing
+	case WaitLast:
+		if active == 0 { // every host ended
+			edit().State = forewarn.SessionDone
 		}
-	}
-	if pending == 0 && active == 0 {
-		edit().State = forewarn.SessionDone
 		return c, changed, next
-	}
-	maxHosts := max(cur.Spec.MaxHosts, 1)
-	if pending == 0 || active >= maxHosts {
+	case WaitWindow, WaitDelay:
+		soon(until)
 		return c, changed, next
-	}
-	if w, _ := parseWindows(cur.Spec.Windows); !w.open(now) {
-		soon(w.next(now))
+	default:
 		return c, changed, next
-	}
-	if !cur.LastEnded.IsZero() && cur.Spec.Delay > 0 {
-		if at := cur.LastEnded.Add(cur.Spec.Delay); now.Before(at) {
-			soon(at)
-			return c, changed, next
-		}
 	}
 	// Start hosts in order while the limits allow; a host that would
 	// take a group past its budget waits, and later ones may go first.
@@ -659,6 +644,7 @@ func (e *Engine) stepSession(s *forewarn.Session, now time.Time) (*forewarn.Sess
 		}
 	}
 	action, _ := sessionAction(cur.Spec.Action)
+	maxHosts := max(cur.Spec.MaxHosts, 1)
 	for i := range cur.Hosts {
 		if active >= maxHosts {
 			break
@@ -693,26 +679,73 @@ func (e *Engine) stepSession(s *forewarn.Session, now time.Time) (*forewarn.Sess
 	return c, changed, next
 }
 
-// unstarted reports whether any of h's events has yet to start, and the
-// latest NotBefore among those. An event gone, or whose VMs all left the
-// fleet, does not hold its host back. e.mu must be held.
-func (e *Engine) unstarted(h *forewarn.SessionHost) (bool, time.Time) {
-	waiting := false
+// startWait returns why s starts no host at now, with ws its windows:
+// the first of WaitEnded, WaitPaused, WaitLast, WaitMaxHosts, WaitWindow
+// and WaitDelay that holds, in that order, and when a WaitWindow or a
+// WaitDelay ends; WaitNone when a host may start, its budgets allowing.
+// It also returns how many hosts are under way. stepSession and progress
+// both check through it; it reads only s.
+func startWait(s *forewarn.Session, ws windows, now time.Time) (WaitReason, time.Time, int) {
+	underway, pending := 0, 0
+	for _, h := range s.Hosts {
+		switch {
+		case h.State == forewarn.HostPending:
+			pending++
+		case !h.State.Ended():
+			underway++
+		}
+	}
+	switch {
+	case s.State.Ended():
+		return WaitEnded, time.Time{}, underway
+	case s.State == forewarn.SessionPaused:
+		return WaitPaused, time.Time{}, underway
+	case pending == 0:
+		return WaitLast, time.Time{}, underway
+	case underway >= max(s.Spec.MaxHosts, 1):
+		return WaitMaxHosts, time.Time{}, underway
+	case !ws.open(now):
+		return WaitWindow, ws.next(now), underway
+	case !s.LastEnded.IsZero() && s.Spec.Delay > 0 && now.Before(s.LastEnded.Add(s.Spec.Delay)):
+		return WaitDelay, s.LastEnded.Add(s.Spec.Delay), underway
+	}
+	return WaitNone, time.Time{}, underway
+}
+
+// unstarted returns how many of h's events hold it back, and the latest
+// NotBefore among those. An event holds its host back while it is
+// Scheduled or Pending and names a VM still in the fleet and not
+// deleted: an event gone, or whose VMs all left the fleet, does not.
+// With each set, it calls each with every such VM of those events.
+// e.mu must be held.
+func (e *Engine) unstarted(h *forewarn.SessionHost, each func(vm string)) (int, time.Time) {
+	n := 0
 	var latest time.Time
 	for _, id := range h.Events {
 		ev := e.events[id]
 		if ev == nil || ev.Status != forewarn.Scheduled && ev.Status != forewarn.Pending {
 			continue
 		}
-		if !slices.ContainsFunc(ev.Resources, func(n string) bool { return e.vm(n) != nil && !e.deleted(n) }) {
+		holds := false
+		for _, name := range ev.Resources {
+			if e.vm(name) == nil || e.deleted(name) {
+				continue
+			}
+			holds = true
+			if each == nil {
+				break
+			}
+			each(name)
+		}
+		if !holds {
 			continue
 		}
-		waiting = true
+		n++
 		if ev.NotBefore.After(latest) {
 			latest = ev.NotBefore
 		}
 	}
-	return waiting, latest
+	return n, latest
 }
 
 // hostEvents makes the events of a host's VMs names: one per event type,
