@@ -114,9 +114,10 @@ type BlockedHost struct {
 // SessionProgress returns the progress at now of the newest sessions,
 // at most newest of them (every one when newest is 0), newest first,
 // and how many sessions there are. A session's progress costs the VMs of
-// its hosts under way and of its next Pending host, and, when one of its
-// budgets is a percent, a pass over the fleet for the groups' sizes, as
-// a step of the session does. Only the copies of the sessions and of
+// its hosts under way and, when a host may start, of its next Pending
+// host; and, when one of its budgets is a percent and a limit is read (a
+// host under way has VMs in a group, or a host may start), a pass over
+// the fleet for the groups' sizes, as a step of the session does. Only the copies of the sessions and of
 // their Notifying hosts' events are made under the engine's lock; the
 // budgets, which read the inventory and the VMs' members, are counted
 // without it, so that a pass over the fleet does not hold up commits.
@@ -168,9 +169,10 @@ func (e *Engine) progress(p *SessionProgress, now time.Time) {
 	if p.Wait == WaitDelay && (p.Next.IsZero() || p.Until.Before(p.Next)) {
 		p.Next = p.Until
 	}
-	next := slices.IndexFunc(s.Hosts, func(h forewarn.SessionHost) bool { return h.State == forewarn.HostPending })
+	// The groups' sizes (a pass over the fleet for a percent budget)
+	// only when a limit is read: of a group down, or for the budget check.
 	var sizes map[string]int
-	if len(down) > 0 || next >= 0 {
+	if len(down) > 0 || p.Wait == WaitNone {
 		sizes = e.groupSizes(&s.Spec)
 	}
 	p.Budgets = budgetUse(&s.Spec, down, sizes)
@@ -178,6 +180,7 @@ func (e *Engine) progress(p *SessionProgress, now time.Time) {
 		return
 	}
 	// A host may start: does the first Pending one fit in the budgets?
+	next := slices.IndexFunc(s.Hosts, func(h forewarn.SessionHost) bool { return h.State == forewarn.HostPending })
 	names, _ := e.HostVMs(s.Hosts[next].Name)
 	names = slices.DeleteFunc(names, e.deleted)
 	if g, n, limit, over := e.overBudget(&s.Spec, names, down, sizes); over {
