@@ -191,7 +191,8 @@ func (e *Engine) checkSession(spec *forewarn.SessionSpec) error {
 	if len(spec.Description) > MaxDescription {
 		return forewarn.Errorf(forewarn.EINVALID, "description is %d bytes; at most %d", len(spec.Description), MaxDescription)
 	}
-	if _, err := sessionAction(spec.Action); err != nil {
+	action, err := sessionAction(spec.Action)
+	if err != nil {
 		return err
 	}
 	for kind, b := range spec.MaxUnavailable {
@@ -215,7 +216,6 @@ func (e *Engine) checkSession(spec *forewarn.SessionSpec) error {
 		}
 	}
 	// Each type's minimum notice, for the types the hosts' VMs get.
-	action, _ := sessionAction(spec.Action)
 	types := make(map[forewarn.EventType]bool)
 	for _, names := range vmsOf {
 		for _, name := range names {
