@@ -42,17 +42,20 @@ const (
 	// HostNotifying: its VMs' events are Scheduled, waiting for
 	// approvals or their NotBefore.
 	HostNotifying HostState = "Notifying"
-	// HostReady: every event of its VMs Started. The state a host is
-	// recorded in at once after it is InMaintenance; ReadyAt says when.
+	// HostReady: every event of its VMs Started. No host is stored
+	// Ready: the step that finds it so records it InMaintenance, with
+	// ReadyAt saying when, and its transitions pass through Ready.
 	HostReady HostState = "Ready"
 	// HostInMaintenance: the operator's automation works on it, until it
 	// says Done or Failed.
 	HostInMaintenance HostState = "InMaintenance"
 	// HostDone: maintained; its VMs' events are completed.
 	HostDone HostState = "Done"
-	// HostFailed: the automation said it failed, or its events did not
-	// start within the reply timeout; its VMs' events are completed, and
-	// the session pauses.
+	// HostFailed: the automation said it failed, its events did not
+	// start within the reply timeout, or, when its turn came, its VMs
+	// alone would have taken a group past its budget (it then has no
+	// events). Its events that Started complete, the others are
+	// cancelled, and a Running session pauses.
 	HostFailed HostState = "Failed"
 )
 

@@ -177,9 +177,10 @@ type Server struct {
 	// ui is the dashboard served under /ui/.
 	ui *ui.Handler
 	// GET /v1/watch (admin/watch.go): the recent transitions, and the
-	// caps of the streams (0 means the default). Set them before serving.
-	watch                           *watchLog
-	MaxWatches, MaxWatchesPerSource int
+	// cap of the open streams (0 means DefaultMaxWatches; one source
+	// address opens at most MaxWatchesPerSource). Set it before serving.
+	watch      *watchLog
+	MaxWatches int
 	// Webhooks, when set, delivers the sessions' transitions; a session
 	// may name webhooks only when it is Configured. Set it before serving.
 	Webhooks *webhook.Sender

@@ -249,8 +249,8 @@ func (s *Server) handleHostWait(w http.ResponseWriter, r *http.Request) {
 		}
 		timeout = d
 	}
-	if _, ok := s.eng.HostVMs(name); !ok && s.eng.HostStatus(name).Session == "" {
-		s.writeError(w, r, forewarn.Errorf(forewarn.ENOTFOUND, "no host named %s", quote(name)))
+	if _, err := s.hostInfo(name); err != nil {
+		s.writeError(w, r, err)
 		return
 	}
 	t := time.NewTimer(timeout)

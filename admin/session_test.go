@@ -6,15 +6,23 @@ import (
 	"testing"
 )
 
-// TestSessionRoutes: the statuses and error bodies of the session and
-// host routes. The VMs never called, so a host's events start at once.
-func TestSessionRoutes(t *testing.T) {
+// twoHosts serves the operator API of a fleet of two VMs, a on host hv1
+// and b on hv2.
+func twoHosts(t *testing.T) *httptest.Server {
+	t.Helper()
 	srv := httptest.NewServer(fleetAdmin(t, `
 vms:
   - {name: a, ip: 198.18.0.2, host: hv1, provider: azure}
   - {name: b, ip: 198.18.0.3, host: hv2, provider: azure}
 `))
 	t.Cleanup(srv.Close)
+	return srv
+}
+
+// TestSessionRoutes: the statuses and error bodies of the session and
+// host routes. The VMs never called, so a host's events start at once.
+func TestSessionRoutes(t *testing.T) {
+	srv := twoHosts(t)
 	const json = "application/json"
 	for _, c := range []struct {
 		method, path, body string
@@ -61,5 +69,36 @@ vms:
 	status, _, body = invCall(t, srv, "GET", "/v1/sessions", "", "")
 	if status != 200 || !strings.Contains(body, `"state":"Done"`) || !strings.Contains(body, `"maxHosts":2,"delay":"1m0s","action":"Reboot"`) {
 		t.Errorf("GET /v1/sessions: %d %s", status, body)
+	}
+}
+
+// TestHostGoneFromFleet: a host whose VMs all left the fleet while it
+// was InMaintenance is still its session's: done, the wait and GET
+// answer it, with no VMs, as they would with its VMs still there.
+func TestHostGoneFromFleet(t *testing.T) {
+	srv := twoHosts(t)
+	status, _, body := invCall(t, srv, "POST", "/v1/sessions", "application/json", `{"hosts":["hv1"]}`)
+	if status != 201 {
+		t.Fatalf("create: %d %s", status, body)
+	}
+	id, _, _ := strings.Cut(strings.TrimPrefix(body, `{"id":"`), `"`)
+	if status, _, body = invCall(t, srv, "GET", "/v1/hosts/hv1/wait?state=InMaintenance&timeout=5s", "", ""); status != 200 {
+		t.Fatalf("wait for InMaintenance: %d %s", status, body)
+	}
+	if status, _, body = invCall(t, srv, "DELETE", "/v1/vms/a", "", ""); status != 200 {
+		t.Fatalf("DELETE a: %d %s", status, body)
+	}
+	done := `{"name":"hv1","vms":[],"session":"` + id + `","state":"Done"}` + "\n"
+	for _, c := range []struct{ method, path string }{
+		{"POST", "/v1/hosts/hv1/done"},
+		{"GET", "/v1/hosts/hv1/wait?state=Done&timeout=5s"},
+		{"GET", "/v1/hosts/hv1"},
+	} {
+		if status, _, body = invCall(t, srv, c.method, c.path, "", ""); status != 200 || body != done {
+			t.Errorf("%s %s: %d %s\nwant 200 %s", c.method, c.path, status, body, done)
+		}
+	}
+	if status, _, body = invCall(t, srv, "GET", "/v1/sessions/"+id, "", ""); status != 200 || !strings.Contains(body, `"state":"Done"`) {
+		t.Errorf("GET the session: %d %s", status, body)
 	}
 }

@@ -48,10 +48,12 @@ const (
 	watchWriteTimeout = 10 * time.Second
 )
 
-// Default caps of the open watch streams.
+// The caps of the open watch streams: DefaultMaxWatches in all, unless
+// Server.MaxWatches says otherwise, and MaxWatchesPerSource from one
+// source address.
 const (
-	DefaultMaxWatches          = 16
-	DefaultMaxWatchesPerSource = 4
+	DefaultMaxWatches   = 16
+	MaxWatchesPerSource = 4
 )
 
 // The kinds of transition a watch may ask for.
@@ -330,7 +332,7 @@ func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", watchType(wr.sse))
 		return
 	}
-	leave, err := s.watch.join(caller(r), cmp0(s.MaxWatchesPerSource, DefaultMaxWatchesPerSource), cmp0(s.MaxWatches, DefaultMaxWatches))
+	leave, err := s.watch.join(caller(r), MaxWatchesPerSource, cmp0(s.MaxWatches, DefaultMaxWatches))
 	if err != nil {
 		w.Header().Set("Retry-After", "5")
 		s.writeError(w, r, err)

@@ -494,7 +494,7 @@ func (s *Store) Commit(ctx context.Context, c *forewarn.Change) (int64, error) {
 	// copies the committer cannot modify.
 	sesIDs := slices.Sorted(maps.Keys(c.Sessions))
 	if len(sesIDs) > 0 {
-		u.Sessions = normalizedSessions(c.Sessions)
+		u.Sessions = codec.NormalizedSessions(c.Sessions)
 	}
 	sessions, err := codec.Encode(sesIDs, u.Sessions)
 	if err != nil {
@@ -656,19 +656,6 @@ func loadBucket[T any](tx *bbolt.Tx, name []byte, decode func(key string, v []by
 		return nil
 	})
 	return m, err
-}
-
-// normalizedSessions returns m with each session normalized, a copy of
-// its own, and each nil (a removal) kept.
-func normalizedSessions(m map[string]*forewarn.Session) map[string]*forewarn.Session {
-	out := make(map[string]*forewarn.Session, len(m))
-	for id, ses := range m {
-		if ses != nil {
-			ses = ses.Normalized()
-		}
-		out[id] = ses
-	}
-	return out
 }
 
 // Follow returns a channel of every commit after revision since, kept in

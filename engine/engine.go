@@ -245,6 +245,9 @@ type Engine struct {
 	// sessions holds the maintenance sessions, each as committed (never
 	// modified: a step writes a clone).
 	sessions map[string]*forewarn.Session
+	// newest indexes the sessions by host: the newest session that names
+	// each host, and the host's place in it (installSessions).
+	newest map[string]hostIn
 	// led wakes the session loop when the engine takes the lead: the
 	// sessions may move though nothing commits.
 	led chan struct{}

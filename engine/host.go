@@ -14,8 +14,9 @@ type HostInfo struct {
 	// VMs names the host's VMs, sorted.
 	VMs []string `json:"vms"`
 	// Session, State and Reason are where the host is in the newest
-	// maintenance session that names it; empty when none does. Hosts
-	// and HostVMs leave them empty: HostStatus gives them.
+	// maintenance session that names it, as HostStatus gives it; empty
+	// when none does. Hosts leaves them empty: the operator API fills
+	// them in.
 	Session string             `json:"session,omitempty"`
 	State   forewarn.HostState `json:"state,omitempty"`
 	Reason  string             `json:"reason,omitempty"`

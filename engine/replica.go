@@ -331,6 +331,7 @@ func (e *Engine) reset(st *forewarn.State) {
 		e.setOverrides[name] = *r
 	}
 	e.sessions = make(map[string]*forewarn.Session, len(st.Sessions))
+	e.newest = make(map[string]hostIn)
 	e.installSessions(st.Sessions)
 	// The inventory first: the events are indexed by its scope groups.
 	inv := e.cur()

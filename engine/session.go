@@ -22,15 +22,66 @@ import (
 // no host is started twice.
 
 // installSessions takes in committed sessions; a nil one is removed.
+// It keeps e.newest: each host's newest session, the last that
+// sessionOrder puts first.
 // e.mu must be held.
 func (e *Engine) installSessions(sessions map[string]*forewarn.Session) {
+	var stale []*forewarn.Session // removed, or moved in time
 	for id, s := range sessions {
+		old := e.sessions[id]
 		if s == nil {
 			delete(e.sessions, id)
+			if old != nil {
+				stale = append(stale, old)
+			}
 			continue
 		}
 		e.sessions[id] = s
+		if old != nil && !old.Created.Equal(s.Created) {
+			stale = append(stale, old)
+		}
+		for i := range s.Hosts {
+			e.indexHost(s, i)
+		}
 	}
+	if len(stale) == 0 {
+		return
+	}
+	// The hosts of a session that went, or moved in time, may have an
+	// older newest session: one pass over the sessions finds it.
+	hosts := make(map[string]bool)
+	for _, s := range stale {
+		for _, h := range s.Hosts {
+			if at, ok := e.newest[h.Name]; ok && at.s.ID == s.ID {
+				hosts[h.Name] = true
+				delete(e.newest, h.Name)
+			}
+		}
+	}
+	for _, s := range e.sessions {
+		for i, h := range s.Hosts {
+			if hosts[h.Name] {
+				e.indexHost(s, i)
+			}
+		}
+	}
+}
+
+// hostIn is a host's place in a session: s.Hosts[i]. A session's hosts
+// are set when it is created, so i holds in each of its versions.
+type hostIn struct {
+	s *forewarn.Session
+	i int
+}
+
+// indexHost makes s the newest session of its host i if it is newer than
+// the one indexed, or a new version of it. e.mu must be held.
+func (e *Engine) indexHost(s *forewarn.Session, i int) {
+	name := s.Hosts[i].Name
+	if at, ok := e.newest[name]; ok && at.s.ID != s.ID && sessionOrder(s, at.s) < 0 {
+		return
+	}
+	e.newest[name] = hostIn{s, i}
 }
 
 // Sessions returns copies of every session, oldest first.
@@ -41,10 +92,13 @@ func (e *Engine) Sessions() []*forewarn.Session {
 	for _, s := range e.sessions {
 		out = append(out, s.Clone())
 	}
-	slices.SortFunc(out, func(a, b *forewarn.Session) int {
-		return cmp.Or(a.Created.Compare(b.Created), strings.Compare(a.ID, b.ID))
-	})
+	slices.SortFunc(out, sessionOrder)
 	return out
+}
+
+// sessionOrder orders sessions oldest first: by Created, then by ID.
+func sessionOrder(a, b *forewarn.Session) int {
+	return cmp.Or(a.Created.Compare(b.Created), strings.Compare(a.ID, b.ID))
 }
 
 // Session returns a copy of the session id. Errors: ENOTFOUND.
@@ -78,33 +132,31 @@ type HostStatus struct {
 }
 
 // HostStatus returns where the host name is in the newest session that
-// names it; the zero HostStatus when none does.
+// names it; the zero HostStatus when none does. It costs a look-up.
 func (e *Engine) HostStatus(name string) HostStatus {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.hostStatuses()[name]
+	if at, ok := e.newest[name]; ok {
+		return at.status()
+	}
+	return HostStatus{}
 }
 
 // HostStatuses returns HostStatus for every host a session names.
 func (e *Engine) HostStatuses() map[string]HostStatus {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.hostStatuses()
-}
-
-func (e *Engine) hostStatuses() map[string]HostStatus {
-	out := make(map[string]HostStatus)
-	created := make(map[string]time.Time)
-	for _, s := range e.sessions {
-		for _, h := range s.Hosts {
-			if c, ok := created[h.Name]; ok && c.After(s.Created) {
-				continue
-			}
-			created[h.Name] = s.Created
-			out[h.Name] = HostStatus{Session: s.ID, State: h.State, Reason: h.Reason, SessionState: s.State}
-		}
+	out := make(map[string]HostStatus, len(e.newest))
+	for name, at := range e.newest {
+		out[name] = at.status()
 	}
 	return out
+}
+
+// status is where the host is in the session.
+func (at hostIn) status() HostStatus {
+	h := &at.s.Hosts[at.i]
+	return HostStatus{Session: at.s.ID, State: h.State, Reason: h.Reason, SessionState: at.s.State}
 }
 
 // checkSession validates spec against the fleet: the names, limits
@@ -139,7 +191,8 @@ func (e *Engine) checkSession(spec *forewarn.SessionSpec) error {
 	if len(spec.Description) > MaxDescription {
 		return forewarn.Errorf(forewarn.EINVALID, "description is %d bytes; at most %d", len(spec.Description), MaxDescription)
 	}
-	if _, err := sessionAction(spec.Action); err != nil {
+	action, err := sessionAction(spec.Action)
+	if err != nil {
 		return err
 	}
 	for kind, b := range spec.MaxUnavailable {
@@ -163,7 +216,6 @@ func (e *Engine) checkSession(spec *forewarn.SessionSpec) error {
 		}
 	}
 	// Each type's minimum notice, for the types the hosts' VMs get.
-	action, _ := sessionAction(spec.Action)
 	types := make(map[forewarn.EventType]bool)
 	for _, names := range vmsOf {
 		for _, name := range names {
@@ -338,14 +390,10 @@ func (e *Engine) HostFail(ctx context.Context, host, reason string) error {
 }
 
 func (e *Engine) endHost(ctx context.Context, host string, to forewarn.HostState, reason string) error {
-	var id string
-	e.mu.Lock()
-	st, ok := e.hostStatuses()[host]
-	e.mu.Unlock()
-	if !ok {
+	id := e.HostStatus(host).Session
+	if id == "" {
 		return forewarn.Errorf(forewarn.ENOTFOUND, "host %q is in no session", host)
 	}
-	id = st.Session
 	return e.changeSession(ctx, id, func(s *forewarn.Session, now time.Time) ([]*forewarn.Event, error) {
 		i := slices.IndexFunc(s.Hosts, func(h forewarn.SessionHost) bool { return h.Name == host })
 		h := &s.Hosts[i]
@@ -549,9 +597,9 @@ func (e *Engine) stepSession(s *forewarn.Session, now time.Time) (*forewarn.Sess
 		if h.State != forewarn.HostNotifying {
 			continue
 		}
-		waiting, latest := e.unstarted(&h)
+		waiting, latest := e.unstarted(&h, nil)
 		switch {
-		case !waiting:
+		case waiting == 0:
 			hc := &edit().Hosts[i]
 			hc.State, hc.ReadyAt = forewarn.HostInMaintenance, now.Round(0)
 		case s.Spec.ReplyTimeout > 0:
@@ -571,35 +619,20 @@ func (e *Engine) stepSession(s *forewarn.Session, now time.Time) (*forewarn.Sess
 	if c != nil {
 		cur = c
 	}
-	if cur.State != forewarn.SessionRunning {
-		return c, changed, next
-	}
-	active, pending := 0, 0
-	for _, h := range cur.Hosts {
-		switch {
-		case h.State == forewarn.HostPending:
-			pending++
-		case !h.State.Ended():
-			active++
+	ws, _ := parseWindows(cur.Spec.Windows)
+	wait, until, active := startWait(cur, ws, now)
+	switch wait {
+	case WaitNone: // a host may start, its budgets allowing
+	case WaitLast:
+		if active == 0 { // every host ended
+			edit().State = forewarn.SessionDone
 		}
-	}
-	if pending == 0 && active == 0 {
-		edit().State = forewarn.SessionDone
 		return c, changed, next
-	}
-	maxHosts := max(cur.Spec.MaxHosts, 1)
-	if pending == 0 || active >= maxHosts {
+	case WaitWindow, WaitDelay:
+		soon(until)
 		return c, changed, next
-	}
-	if w, _ := parseWindows(cur.Spec.Windows); !w.open(now) {
-		soon(w.next(now))
+	default:
 		return c, changed, next
-	}
-	if !cur.LastEnded.IsZero() && cur.Spec.Delay > 0 {
-		if at := cur.LastEnded.Add(cur.Spec.Delay); now.Before(at) {
-			soon(at)
-			return c, changed, next
-		}
 	}
 	// Start hosts in order while the limits allow; a host that would
 	// take a group past its budget waits, and later ones may go first.
@@ -611,6 +644,7 @@ func (e *Engine) stepSession(s *forewarn.Session, now time.Time) (*forewarn.Sess
 		}
 	}
 	action, _ := sessionAction(cur.Spec.Action)
+	maxHosts := max(cur.Spec.MaxHosts, 1)
 	for i := range cur.Hosts {
 		if active >= maxHosts {
 			break
@@ -645,26 +679,73 @@ func (e *Engine) stepSession(s *forewarn.Session, now time.Time) (*forewarn.Sess
 	return c, changed, next
 }
 
-// unstarted reports whether any of h's events has yet to start, and the
-// latest NotBefore among those. An event gone, or whose VMs all left the
-// fleet, does not hold its host back. e.mu must be held.
-func (e *Engine) unstarted(h *forewarn.SessionHost) (bool, time.Time) {
-	waiting := false
+// startWait returns why s starts no host at now, with ws its windows:
+// the first of WaitEnded, WaitPaused, WaitLast, WaitMaxHosts, WaitWindow
+// and WaitDelay that holds, in that order, and when a WaitWindow or a
+// WaitDelay ends; WaitNone when a host may start, its budgets allowing.
+// It also returns how many hosts are under way. stepSession and progress
+// both check through it; it reads only s.
+func startWait(s *forewarn.Session, ws windows, now time.Time) (WaitReason, time.Time, int) {
+	underway, pending := 0, 0
+	for _, h := range s.Hosts {
+		switch {
+		case h.State == forewarn.HostPending:
+			pending++
+		case !h.State.Ended():
+			underway++
+		}
+	}
+	switch {
+	case s.State.Ended():
+		return WaitEnded, time.Time{}, underway
+	case s.State == forewarn.SessionPaused:
+		return WaitPaused, time.Time{}, underway
+	case pending == 0:
+		return WaitLast, time.Time{}, underway
+	case underway >= max(s.Spec.MaxHosts, 1):
+		return WaitMaxHosts, time.Time{}, underway
+	case !ws.open(now):
+		return WaitWindow, ws.next(now), underway
+	case !s.LastEnded.IsZero() && s.Spec.Delay > 0 && now.Before(s.LastEnded.Add(s.Spec.Delay)):
+		return WaitDelay, s.LastEnded.Add(s.Spec.Delay), underway
+	}
+	return WaitNone, time.Time{}, underway
+}
+
+// unstarted returns how many of h's events hold it back, and the latest
+// NotBefore among those. An event holds its host back while it is
+// Scheduled or Pending and names a VM still in the fleet and not
+// deleted: an event gone, or whose VMs all left the fleet, does not.
+// With each set, it calls each with every such VM of those events.
+// e.mu must be held.
+func (e *Engine) unstarted(h *forewarn.SessionHost, each func(vm string)) (int, time.Time) {
+	n := 0
 	var latest time.Time
 	for _, id := range h.Events {
 		ev := e.events[id]
 		if ev == nil || ev.Status != forewarn.Scheduled && ev.Status != forewarn.Pending {
 			continue
 		}
-		if !slices.ContainsFunc(ev.Resources, func(n string) bool { return e.vm(n) != nil && !e.deleted(n) }) {
+		holds := false
+		for _, name := range ev.Resources {
+			if e.vm(name) == nil || e.deleted(name) {
+				continue
+			}
+			holds = true
+			if each == nil {
+				break
+			}
+			each(name)
+		}
+		if !holds {
 			continue
 		}
-		waiting = true
+		n++
 		if ev.NotBefore.After(latest) {
 			latest = ev.NotBefore
 		}
 	}
-	return waiting, latest
+	return n, latest
 }
 
 // hostEvents makes the events of a host's VMs names: one per event type,

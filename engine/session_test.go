@@ -327,6 +327,42 @@ func TestSessionResumesAfterRestart(t *testing.T) {
 	})
 }
 
+// TestSessionHostStatusNewest: HostStatus and HostStatuses give a
+// host's newest session, as Sessions orders them: of two created at the
+// same instant, the one with the greater ID; the same on a new engine
+// that reads them from the store.
+func TestSessionHostStatusNewest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := mem.New()
+		e := newHostEngine(t, store)
+		// Three sessions on hv2 at one instant: each cancelled while hv2
+		// has started no event, which leaves it free for the next.
+		for range 3 {
+			id := createSession(t, e, forewarn.SessionSpec{Hosts: []string{"hv2", "hv3"}, Notice: time.Minute})
+			if err := e.CancelSession(t.Context(), id); err != nil {
+				t.Fatal(err)
+			}
+			synctest.Wait()
+		}
+		all := e.Sessions()
+		if len(all) != 3 || !all[0].Created.Equal(all[2].Created) {
+			t.Fatalf("sessions: %d, created %v and %v", len(all), all[0].Created, all[len(all)-1].Created)
+		}
+		newest := all[2].ID
+		for i, e := range []*engine.Engine{e, newHostEngine(t, store)} {
+			if st := e.HostStatus("hv2"); st.Session != newest || st.State != forewarn.HostPending || st.SessionState != forewarn.SessionCancelled {
+				t.Errorf("engine %d: HostStatus(hv2) = %+v, want Pending in %s, Cancelled", i, st, newest)
+			}
+			if st := e.HostStatuses(); len(st) != 2 || st["hv3"].Session != newest || st["hv2"] != e.HostStatus("hv2") {
+				t.Errorf("engine %d: HostStatuses() = %+v", i, st)
+			}
+			if st := e.HostStatus("hv1"); st != (engine.HostStatus{}) {
+				t.Errorf("engine %d: HostStatus(hv1) = %+v, want none", i, st)
+			}
+		}
+	})
+}
+
 // TestSessionTransitions: the transitions of a host, its session and its
 // events, in order, the same on the replica that wrote them and on one
 // that follows the store.

@@ -114,17 +114,16 @@ type BlockedHost struct {
 // SessionProgress returns the progress at now of the newest sessions,
 // at most newest of them (every one when newest is 0), newest first,
 // and how many sessions there are. A session's progress costs the VMs of
-// its hosts under way and of its next Pending host, and, when one of its
-// budgets is a percent, a pass over the fleet for the groups' sizes, as
-// a step of the session does. Only the copies of the sessions and of
+// its hosts under way and, when a host may start, of its next Pending
+// host; and, when one of its budgets is a percent and a limit is read (a
+// host under way has VMs in a group, or a host may start), a pass over
+// the fleet for the groups' sizes, as a step of the session does. Only the copies of the sessions and of
 // their Notifying hosts' events are made under the engine's lock; the
 // budgets, which read the inventory and the VMs' members, are counted
 // without it, so that a pass over the fleet does not hold up commits.
 func (e *Engine) SessionProgress(now time.Time, newest int) ([]SessionProgress, int) {
 	e.mu.Lock()
-	all := slices.SortedFunc(maps.Values(e.sessions), func(a, b *forewarn.Session) int {
-		return cmp.Or(b.Created.Compare(a.Created), strings.Compare(b.ID, a.ID))
-	})
+	all := slices.SortedFunc(maps.Values(e.sessions), func(a, b *forewarn.Session) int { return sessionOrder(b, a) })
 	total := len(all)
 	if newest > 0 && len(all) > newest {
 		all = all[:newest]
@@ -147,24 +146,11 @@ func (e *Engine) SessionProgress(now time.Time, newest int) ([]SessionProgress, 
 
 // progress fills in p, of a copy of a session, at now: what the hosts
 // under way use of its limits, and why it starts no host. It checks
-// what stepSession checks, in the same order, and takes no lock.
+// what stepSession checks, through startWait, and takes no lock.
 func (e *Engine) progress(p *SessionProgress, now time.Time) {
 	s := p.Session
-	next := -1 // the first Pending host
-	down := make(map[string]int)
-	for i := range s.Hosts {
-		h := &s.Hosts[i]
-		switch {
-		case h.State == forewarn.HostPending:
-			if next < 0 {
-				next = i
-			}
-		case !h.State.Ended():
-			p.Underway++
-			e.addGroups(&s.Spec, h.VMs, down)
-		}
-	}
-	if ws, _ := parseWindows(s.Spec.Windows); len(ws) > 0 && !s.State.Ended() {
+	ws, _ := parseWindows(s.Spec.Windows)
+	if len(ws) > 0 && !s.State.Ended() {
 		p.InWindow = ws.open(now)
 		if p.InWindow {
 			p.WindowChange = ws.closes(now)
@@ -173,61 +159,43 @@ func (e *Engine) progress(p *SessionProgress, now time.Time) {
 		}
 		p.Next = p.WindowChange
 	}
+	down := make(map[string]int)
+	for i := range s.Hosts {
+		if h := &s.Hosts[i]; h.State != forewarn.HostPending && !h.State.Ended() {
+			e.addGroups(&s.Spec, h.VMs, down)
+		}
+	}
+	p.Wait, p.Until, p.Underway = startWait(s, ws, now)
+	if p.Wait == WaitDelay && (p.Next.IsZero() || p.Until.Before(p.Next)) {
+		p.Next = p.Until
+	}
+	// The groups' sizes (a pass over the fleet for a percent budget)
+	// only when a limit is read: of a group down, or for the budget check.
 	var sizes map[string]int
-	if len(down) > 0 || next >= 0 {
+	if len(down) > 0 || p.Wait == WaitNone {
 		sizes = e.groupSizes(&s.Spec)
 	}
 	p.Budgets = budgetUse(&s.Spec, down, sizes)
-	switch {
-	case s.State.Ended():
-		p.Wait = WaitEnded
-	case s.State == forewarn.SessionPaused:
-		p.Wait = WaitPaused
-	case next < 0:
-		p.Wait = WaitLast
-	case p.Underway >= p.MaxHosts:
-		p.Wait = WaitMaxHosts
-	case !p.InWindow:
-		p.Wait, p.Until = WaitWindow, p.WindowChange
-	case !s.LastEnded.IsZero() && s.Spec.Delay > 0 && now.Before(s.LastEnded.Add(s.Spec.Delay)):
-		p.Wait, p.Until = WaitDelay, s.LastEnded.Add(s.Spec.Delay)
-		if p.Next.IsZero() || p.Until.Before(p.Next) {
-			p.Next = p.Until
-		}
-	default:
-		names, _ := e.HostVMs(s.Hosts[next].Name)
-		names = slices.DeleteFunc(names, e.deleted)
-		if g, n, limit, over := e.overBudget(&s.Spec, names, down, sizes); over {
-			p.Wait = WaitBudget
-			p.Blocked = BlockedHost{Host: s.Hosts[next].Name, Group: GroupUse{Name: g, Down: n, Limit: limit}}
-		}
+	if p.Wait != WaitNone {
+		return
+	}
+	// A host may start: does the first Pending one fit in the budgets?
+	next := slices.IndexFunc(s.Hosts, func(h forewarn.SessionHost) bool { return h.State == forewarn.HostPending })
+	names, _ := e.HostVMs(s.Hosts[next].Name)
+	names = slices.DeleteFunc(names, e.deleted)
+	if g, n, limit, over := e.overBudget(&s.Spec, names, down, sizes); over {
+		p.Wait = WaitBudget
+		p.Blocked = BlockedHost{Host: s.Hosts[next].Name, Group: GroupUse{Name: g, Down: n, Limit: limit}}
 	}
 }
 
-// hostEventsOf returns how far the events of h, Notifying, are. An
-// event holds its host back as unstarted says. e.mu must be held.
+// hostEventsOf returns how far the events of h, Notifying, are: the
+// events that hold it back as unstarted says, and their VMs. e.mu must
+// be held.
 func (e *Engine) hostEventsOf(h *forewarn.SessionHost) HostEvents {
 	he := HostEvents{Events: len(h.Events)}
-	for _, id := range h.Events {
-		ev := e.events[id]
-		if ev == nil || ev.Status != forewarn.Scheduled && ev.Status != forewarn.Pending {
-			he.Started++
-			continue
-		}
-		n := len(he.Waiting)
-		for _, name := range ev.Resources {
-			if e.vm(name) != nil && !e.deleted(name) {
-				he.Waiting = append(he.Waiting, name)
-			}
-		}
-		if len(he.Waiting) == n {
-			he.Started++
-			continue
-		}
-		if ev.NotBefore.After(he.NotBefore) {
-			he.NotBefore = ev.NotBefore
-		}
-	}
+	waiting, latest := e.unstarted(h, func(vm string) { he.Waiting = append(he.Waiting, vm) })
+	he.Started, he.NotBefore = he.Events-waiting, latest
 	slices.Sort(he.Waiting)
 	return he
 }

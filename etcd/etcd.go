@@ -519,14 +519,8 @@ func (s *Store) writeOps(c *forewarn.Change) ([]clientv3.Op, error) {
 	if ops, err = namedOps(ops, s.defssPrefix, c.InventorySets); err != nil {
 		return nil, forewarn.Errorf(forewarn.EINVALID, "scale set definition %v", err)
 	}
-	sessions := make(map[string]*forewarn.Session, len(c.Sessions))
-	for id, ses := range c.Sessions {
-		if ses != nil {
-			ses = ses.Normalized() // kept in UTC, as the other stores keep it
-		}
-		sessions[id] = ses
-	}
-	if ops, err = namedOps(ops, s.sesPrefix, sessions); err != nil {
+	// Kept in UTC, as the other stores keep them.
+	if ops, err = namedOps(ops, s.sesPrefix, codec.NormalizedSessions(c.Sessions)); err != nil {
 		return nil, forewarn.Errorf(forewarn.EINVALID, "session %v", err)
 	}
 	if len(c.Inventory)+len(c.InventorySets) > 0 {

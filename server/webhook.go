@@ -46,7 +46,7 @@ func loadSecret(flag, path, what string) ([]byte, error) {
 // URLs, and a secret file with any of them.
 func (c *Config) validateWebhooks() error {
 	for _, u := range c.Webhooks {
-		if err := webhook.ValidURL(u); err != nil {
+		if err := forewarn.ValidWebhookURL(u); err != nil {
 			return forewarn.Errorf(forewarn.EINVALID, "--webhook: %s", forewarn.ErrorMessage(err))
 		}
 	}

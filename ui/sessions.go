@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -135,20 +136,17 @@ func formatTime(t time.Time) string {
 }
 
 // buildSessions lays out the progress of the newest sessions (newest
-// first, of total) and the fleet's hosts. It costs the hosts of the
-// sessions shown and the hosts of the fleet, bounded in what it keeps.
+// first, of total) and the fleet's hosts, sorted by name as
+// engine.HostSummaries returns them. It costs the hosts of the sessions
+// shown and the hosts of the fleet, bounded in what it keeps.
 func buildSessions(progress []engine.SessionProgress, total int, hosts []engine.HostSummary) *sessionsView {
 	v := &sessionsView{Total: total}
 	if len(progress) > MaxSessions {
 		progress = progress[:MaxSessions]
 	}
 	v.More = total - len(progress)
-	vms := make(map[string]int, len(hosts))
-	for _, h := range hosts {
-		vms[h.Name] = h.VMs
-	}
 	for i := range progress {
-		v.Sessions = append(v.Sessions, buildSession(&progress[i], vms))
+		v.Sessions = append(v.Sessions, buildSession(&progress[i], hosts))
 	}
 	v.Hosts.Total = len(hosts)
 	for i, h := range hosts {
@@ -162,9 +160,10 @@ func buildSessions(progress []engine.SessionProgress, total int, hosts []engine.
 	return v
 }
 
-// buildSession returns the view of one session's progress; vms counts
-// the VMs on each host of the fleet now, which a Pending host shows.
-func buildSession(p *engine.SessionProgress, vms map[string]int) sessionView {
+// buildSession returns the view of one session's progress; hosts, the
+// fleet's by name, count the VMs on each host now, which a Pending host
+// shows.
+func buildSession(p *engine.SessionProgress, hosts []engine.HostSummary) sessionView {
 	s := p.Session
 	sv := sessionView{
 		ID: s.ID, State: string(s.State), Reason: s.Reason, Created: formatTime(s.Created), Hosts: len(s.Hosts),
@@ -208,7 +207,7 @@ func buildSession(p *engine.SessionProgress, vms map[string]int) sessionView {
 			Started: formatTime(h.Started), ReadyAt: formatTime(h.ReadyAt), Ended: formatTime(h.Ended),
 		}
 		if h.State == forewarn.HostPending {
-			hv.VMs = vms[h.Name]
+			hv.VMs = vmsOn(hosts, h.Name)
 		}
 		if he, ok := p.Notifying[h.Name]; ok {
 			hv.Notifying, hv.EventsStarted, hv.NotBefore = true, he.Started, formatTime(he.NotBefore)
@@ -217,6 +216,16 @@ func buildSession(p *engine.SessionProgress, vms map[string]int) sessionView {
 		sv.Rows = append(sv.Rows, hv)
 	}
 	return sv
+}
+
+// vmsOn returns how many VMs hosts, sorted by name, count on the host
+// name; 0 for a host none of them is.
+func vmsOn(hosts []engine.HostSummary, name string) int {
+	i, ok := slices.BinarySearchFunc(hosts, name, func(h engine.HostSummary, name string) int { return strings.Compare(h.Name, name) })
+	if !ok {
+		return 0
+	}
+	return hosts[i].VMs
 }
 
 // pickHosts returns which of hosts a session lists, at most

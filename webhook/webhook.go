@@ -32,6 +32,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -145,11 +146,11 @@ type Sender struct {
 	mu      sync.Mutex
 	targets map[string]*target // by URL, while deliveries wait or run
 
-	// The dispatcher's own: each session's webhooks, whether the engine
+	// The dispatcher's own: each session's targets, whether the engine
 	// led at the last look, and what it applied as a follower.
-	hooks  memo.Table[string, []string]
-	led    bool
-	recent []job
+	sessionTargets memo.Table[string, []string]
+	led            bool
+	recent         []job
 }
 
 // pending is one transition taken from the engine, with its index among
@@ -179,14 +180,15 @@ type target struct {
 }
 
 // New returns a Sender for cfg and subscribes it to the engine's
-// transitions. Errors: EINVALID for a URL that ValidURL refuses, or URLs
+// transitions. Errors: EINVALID for a URL that forewarn.ValidWebhookURL
+// refuses, or URLs
 // without a Secret.
 func New(cfg Config) (*Sender, error) {
 	if len(cfg.URLs) > 0 && len(cfg.Secret) == 0 {
 		return nil, forewarn.Errorf(forewarn.EINVALID, "webhooks need a secret to sign their deliveries")
 	}
 	for _, u := range cfg.URLs {
-		if err := ValidURL(u); err != nil {
+		if err := forewarn.ValidWebhookURL(u); err != nil {
 			return nil, err
 		}
 	}
@@ -309,10 +311,7 @@ func (s *Sender) remember(jobs []job) {
 func (s *Sender) job(p pending) (job, bool) {
 	t := p.t
 	session := sessionOf(t)
-	targets := s.urls
-	if hooks := s.hooks.Get(session, func() []string { return s.sessionHooks(session) }); len(hooks) > 0 {
-		targets = dedupe(append(append([]string(nil), s.urls...), hooks...))
-	}
+	targets := s.sessionTargets.Get(session, func() []string { return s.targetsOf(session) })
 	if len(targets) == 0 {
 		return job{}, false
 	}
@@ -324,14 +323,15 @@ func (s *Sender) job(p pending) (job, bool) {
 	return job{at: time.Now(), d: &delivery{id: ID(t.Revision, p.index), body: body}, targets: targets}, true
 }
 
-// sessionHooks returns the webhooks of the session id, which the
-// engine checked when the session was made.
-func (s *Sender) sessionHooks(id string) []string {
+// targetsOf returns the targets of the session id's transitions: the
+// Sender's URLs and the session's webhooks (which the engine checked
+// when the session was made), each once. The jobs share the slice.
+func (s *Sender) targetsOf(id string) []string {
 	ses, err := s.eng.Session(id)
-	if err != nil {
-		return nil
+	if err != nil || len(ses.Spec.Webhooks) == 0 {
+		return s.urls
 	}
-	return ses.Spec.Webhooks
+	return dedupe(append(slices.Clone(s.urls), ses.Spec.Webhooks...))
 }
 
 // queue adds each job's delivery to its targets' queues.
@@ -499,10 +499,6 @@ func Sign(secret []byte, timestamp string, body []byte) string {
 func Verify(secret []byte, timestamp, signature string, body []byte) bool {
 	return hmac.Equal([]byte(signature), []byte(Sign(secret, timestamp, body)))
 }
-
-// ValidURL checks a webhook URL, as forewarn.ValidWebhookURL does.
-// Errors: EINVALID.
-func ValidURL(raw string) error { return forewarn.ValidWebhookURL(raw) }
 
 // Label returns the target label of the webhook URL u: its scheme and
 // host, without its path and query, which may hold a secret.

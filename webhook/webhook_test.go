@@ -329,13 +329,13 @@ func TestTakeOver(t *testing.T) {
 	})
 }
 
-// TestValidURL: absolute http and https URLs only; no URL without a
-// secret.
+// TestValidURL: webhook URLs, as forewarn.ValidWebhookURL checks them,
+// are absolute http and https URLs only; no URL without a secret.
 func TestValidURL(t *testing.T) {
 	for u, ok := range map[string]bool{"https://h.example/x?y=1": true, "http://10.0.0.1:8080/": true, "ftp://h/": false,
 		"/relative": false, "h.example/x": false, "https://": false, "mailto:a@b": false, "http://bad host/": false} {
-		if err := ValidURL(u); (err == nil) != ok {
-			t.Errorf("ValidURL(%q) = %v", u, err)
+		if err := forewarn.ValidWebhookURL(u); (err == nil) != ok {
+			t.Errorf("ValidWebhookURL(%q) = %v", u, err)
 		}
 	}
 	_, err := New(Config{URLs: []string{"https://h.example/"}})

@@ -8,7 +8,9 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
+	"github.com/forewarn/forewarn"
 	"github.com/forewarn/forewarn/admin"
 	"github.com/forewarn/forewarn/engine"
 )
@@ -16,6 +18,9 @@ import (
 const (
 	hostListSynopsis = "[--json]"
 	hostShowSynopsis = "NAME [--json]"
+	hostWaitSynopsis = "HOST --state Notifying|Ready|InMaintenance|Done|Failed [--timeout D] [--json]"
+	hostDoneSynopsis = "HOST [--json]"
+	hostFailSynopsis = "HOST --reason TEXT [--json]"
 )
 
 const hostUsage = `usage: forewarn host <command> [arguments]
@@ -25,13 +30,13 @@ commands:
         list the hosts the fleet's VMs name (their host key), each with its VMs
   show  ` + hostShowSynopsis + `
         one host and every one of its VMs
-  wait  HOST --state Notifying|Ready|InMaintenance|Done|Failed [--timeout D] [--json]
+  wait  ` + hostWaitSynopsis + `
         wait until the host reaches the state in its maintenance session
         (exit 0), fails or is left out of it (exit 1 with the reason)
-  done  HOST [--json]
+  done  ` + hostDoneSynopsis + `
         the host's maintenance is done: its VMs' events complete and the
         session goes on to the next host
-  fail  HOST --reason TEXT [--json]
+  fail  ` + hostFailSynopsis + `
         the host's maintenance failed: its session pauses
 
 Every command takes --server URL (default $` + serverEnv + `, else ` + defaultServer + `).
@@ -117,6 +122,88 @@ func hostShow(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		for _, vm := range h.VMs {
 			fmt.Fprintln(stdout, vm)
 		}
+		return nil
+	})
+}
+
+// hostWait waits until a host reaches a state, asking the server again
+// until --timeout runs out.
+func hostWait(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	c := newCommand("host wait", hostWaitSynopsis)
+	state := c.fs.String("state", "Ready", "the state to wait for (a later one counts: a host InMaintenance has been Ready)")
+	timeout := c.fs.Duration("timeout", 0, "give up after this long, exit 1 (default: wait for ever)")
+	asJSON := c.fs.Bool("json", false, "print the operator API's JSON")
+	return c.run(args, stderr, func(pos []string) error {
+		host, err := oneArg(pos, "host name")
+		if err != nil {
+			return err
+		}
+		if *timeout < 0 {
+			return usagef("--timeout %s is negative", *timeout)
+		}
+		var end time.Time
+		if *timeout > 0 {
+			end = time.Now().Add(*timeout)
+		}
+		cl := c.client()
+		for {
+			wait := requestTimeout - 5*time.Second
+			if !end.IsZero() {
+				wait = min(wait, time.Until(end))
+			}
+			if wait <= 0 {
+				return fmt.Errorf("host %s did not reach %s within %s", host, *state, *timeout)
+			}
+			h, err := cl.WaitHost(ctx, host, *state, wait.Round(time.Millisecond))
+			if forewarn.ErrorCode(err) == forewarn.EUNAVAILABLE && ctx.Err() == nil {
+				continue // the server's wait ran out, or it is briefly away: ask again
+			}
+			if err != nil {
+				return err
+			}
+			if *asJSON {
+				return printJSON(stdout, h)
+			}
+			fmt.Fprintf(stdout, "host %s is %s in session %s\n", h.Name, h.State, h.Session)
+			return nil
+		}
+	})
+}
+
+// hostEnd runs host done and host fail.
+func hostEnd(ctx context.Context, verb string, args []string, stdout, stderr io.Writer) int {
+	synopsis := hostDoneSynopsis
+	if verb == "fail" {
+		synopsis = hostFailSynopsis
+	}
+	c := newCommand("host "+verb, synopsis)
+	reason := c.fs.String("reason", "", "why the maintenance failed")
+	asJSON := c.fs.Bool("json", false, "print the operator API's JSON")
+	return c.run(args, stderr, func(pos []string) error {
+		host, err := oneArg(pos, "host name")
+		if err != nil {
+			return err
+		}
+		cl := c.client()
+		switch {
+		case verb == "fail" && strings.TrimSpace(*reason) == "":
+			return usagef("give --reason: why the maintenance failed")
+		case verb == "done" && *reason != "":
+			return usagef("--reason is for host fail")
+		}
+		var h any
+		if verb == "done" {
+			h, err = cl.HostDone(ctx, host)
+		} else {
+			h, err = cl.HostFail(ctx, host, *reason)
+		}
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return printJSON(stdout, h)
+		}
+		fmt.Fprintf(stdout, "host %s: %s\n", host, map[string]string{"done": "Done", "fail": "Failed"}[verb])
 		return nil
 	})
 }

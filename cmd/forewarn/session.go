@@ -57,9 +57,7 @@ func runSession(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	case "list":
 		return listCommand[admin.SessionView]{name: "session list", synopsis: "[--json]", key: "sessions", fetch: (*admin.Client).Sessions,
 			table: printSessions}.run(ctx, args[1:], stdout, stderr)
-	case "show":
-		return sessionCall(ctx, "show", args[1:], stdout, stderr)
-	case "pause", "resume", "cancel":
+	case "show", "pause", "resume", "cancel":
 		return sessionCall(ctx, args[0], args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, sessionUsage)
@@ -234,86 +232,4 @@ func printSession(w io.Writer, v *admin.SessionView) error {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", h.Name, h.State, h.NumVMs(), h.NumEvents(), at(h.Started), at(h.ReadyAt), at(h.Ended), cmp.Or(h.Reason, "-"))
 	}
 	return tw.Flush()
-}
-
-// hostWait waits until a host reaches a state, asking the server again
-// until --timeout runs out.
-func hostWait(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := newCommand("host wait", "HOST --state Notifying|Ready|InMaintenance|Done|Failed [--timeout D] [--json]")
-	state := c.fs.String("state", "Ready", "the state to wait for (a later one counts: a host InMaintenance has been Ready)")
-	timeout := c.fs.Duration("timeout", 0, "give up after this long, exit 1 (default: wait for ever)")
-	asJSON := c.fs.Bool("json", false, "print the operator API's JSON")
-	return c.run(args, stderr, func(pos []string) error {
-		host, err := oneArg(pos, "host name")
-		if err != nil {
-			return err
-		}
-		if *timeout < 0 {
-			return usagef("--timeout %s is negative", *timeout)
-		}
-		var end time.Time
-		if *timeout > 0 {
-			end = time.Now().Add(*timeout)
-		}
-		cl := c.client()
-		for {
-			wait := requestTimeout - 5*time.Second
-			if !end.IsZero() {
-				wait = min(wait, time.Until(end))
-			}
-			if wait <= 0 {
-				return fmt.Errorf("host %s did not reach %s within %s", host, *state, *timeout)
-			}
-			h, err := cl.WaitHost(ctx, host, *state, wait.Round(time.Millisecond))
-			if forewarn.ErrorCode(err) == forewarn.EUNAVAILABLE && ctx.Err() == nil {
-				continue // the server's wait ran out, or it is briefly away: ask again
-			}
-			if err != nil {
-				return err
-			}
-			if *asJSON {
-				return printJSON(stdout, h)
-			}
-			fmt.Fprintf(stdout, "host %s is %s in session %s\n", h.Name, h.State, h.Session)
-			return nil
-		}
-	})
-}
-
-// hostEnd runs host done and host fail.
-func hostEnd(ctx context.Context, verb string, args []string, stdout, stderr io.Writer) int {
-	synopsis := "HOST"
-	if verb == "fail" {
-		synopsis = "HOST --reason TEXT"
-	}
-	c := newCommand("host "+verb, synopsis+" [--json]")
-	reason := c.fs.String("reason", "", "why the maintenance failed")
-	asJSON := c.fs.Bool("json", false, "print the operator API's JSON")
-	return c.run(args, stderr, func(pos []string) error {
-		host, err := oneArg(pos, "host name")
-		if err != nil {
-			return err
-		}
-		cl := c.client()
-		switch {
-		case verb == "fail" && strings.TrimSpace(*reason) == "":
-			return usagef("give --reason: why the maintenance failed")
-		case verb == "done" && *reason != "":
-			return usagef("--reason is for host fail")
-		}
-		var h any
-		if verb == "done" {
-			h, err = cl.HostDone(ctx, host)
-		} else {
-			h, err = cl.HostFail(ctx, host, *reason)
-		}
-		if err != nil {
-			return err
-		}
-		if *asJSON {
-			return printJSON(stdout, h)
-		}
-		fmt.Fprintf(stdout, "host %s: %s\n", host, map[string]string{"done": "Done", "fail": "Failed"}[verb])
-		return nil
-	})
 }

@@ -101,6 +101,20 @@ func Session(id string, b []byte) (*forewarn.Session, error) {
 	return ses.Normalized(), nil
 }
 
+// NormalizedSessions returns m with each session normalized as a store
+// keeps it (forewarn.Session.Normalized), a copy of its own, and each
+// nil (a removal) kept: what the stores write of a commit's sessions.
+func NormalizedSessions(m map[string]*forewarn.Session) map[string]*forewarn.Session {
+	out := make(map[string]*forewarn.Session, len(m))
+	for id, ses := range m {
+		if ses != nil {
+			ses = ses.Normalized()
+		}
+		out[id] = ses
+	}
+	return out
+}
+
 // Sighting decodes the sighting of an event stored under its ID,
 // normalized as a store returns it.
 func Sighting(_ string, b []byte) (*forewarn.Sighting, error) {

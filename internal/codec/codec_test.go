@@ -89,3 +89,23 @@ func TestSession(t *testing.T) {
 		t.Errorf("Session = %+v, want %+v", ses, want)
 	}
 }
+
+// TestNormalizedSessions: each session is a normalized copy of its own,
+// and a removal stays a removal.
+func TestNormalizedSessions(t *testing.T) {
+	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.FixedZone("X", 3600))
+	ses := &forewarn.Session{ID: "S1", Created: at, Hosts: []forewarn.SessionHost{{Name: "hv1", Started: at, VMs: []string{"a"}}}}
+	m := map[string]*forewarn.Session{"S1": ses, "S2": nil}
+	out := NormalizedSessions(m)
+	if len(out) != 2 || out["S2"] != nil {
+		t.Fatalf("NormalizedSessions = %v", out)
+	}
+	got := out["S1"]
+	if got == ses || !reflect.DeepEqual(got, ses.Normalized()) || got.Created.Location() != time.UTC || got.Hosts[0].Started.Location() != time.UTC {
+		t.Fatalf("S1 = %+v", got)
+	}
+	got.Hosts[0].VMs[0] = "b"
+	if ses.Hosts[0].VMs[0] != "a" {
+		t.Error("the copy shares the session's lists")
+	}
+}
