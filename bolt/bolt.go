@@ -109,6 +109,9 @@ type Store struct {
 	mu     sync.Mutex // guards the fields below
 	closed bool
 	log    watch.Log // the followers
+	// first is the state the check at open decoded, for the first Load:
+	// a restart decodes every record once. Commit drops it.
+	first *forewarn.State
 }
 
 // Open opens the store at path, creating the file (mode 0600) and its
@@ -119,7 +122,7 @@ func Open(path string) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
-	db, err := openDB(path)
+	db, first, err := openDB(path)
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
@@ -132,6 +135,11 @@ func Open(path string) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
+	if first != nil && first.Revision == rev {
+		// What the check read is the state now, unless a writer came
+		// between the check and the open.
+		s.first = first
+	}
 	s.log.Reset(rev)
 	return s, nil
 }
@@ -139,14 +147,14 @@ func Open(path string) (*Store, error) {
 // openDB checks the file at path, then opens it for writing and creates
 // the buckets it lacks: all of them in a new store, the newer ones in a
 // store written before they existed.
-func openDB(path string) (*bbolt.DB, error) {
-	missing, err := verify(path)
+func openDB(path string) (*bbolt.DB, *forewarn.State, error) {
+	st, missing, err := verify(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: lockTimeout, InitialMmapSize: mmapSize()})
 	if err != nil {
-		return nil, classify(err)
+		return nil, nil, classify(err)
 	}
 	db.AllocSize = allocSize
 	if len(missing) > 0 {
@@ -160,10 +168,10 @@ func openDB(path string) (*bbolt.DB, error) {
 		})
 		if err != nil {
 			_ = db.Close()
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	return db, nil
+	return db, st, nil
 }
 
 // verify opens an existing file read-only and checks all of it, and
@@ -173,33 +181,33 @@ func openDB(path string) (*bbolt.DB, error) {
 // can panic or fault on its memory-mapped pages in a way that leaves the
 // file mapped and locked. Here a fault or panic becomes an ErrCorrupt
 // error, and the file is closed.
-func verify(path string) (missing [][]byte, err error) {
+func verify(path string) (st *forewarn.State, missing [][]byte, err error) {
 	info, err := os.Stat(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return allBuckets, nil
+		return nil, allBuckets, nil
 	case err != nil:
-		return nil, err
+		return nil, nil, err
 	case info.Size() == 0:
-		return allBuckets, nil // bbolt initializes an empty file
+		return nil, allBuckets, nil // bbolt initializes an empty file
 	}
 
 	db, err := bbolt.Open(path, 0, &bbolt.Options{ReadOnly: true, Timeout: lockTimeout})
 	if err != nil {
-		return nil, classify(err)
+		return nil, nil, classify(err)
 	}
 	defer db.Close()
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
-			missing, err = nil, fmt.Errorf("%w: %v", ErrCorrupt, r)
+			st, missing, err = nil, nil, fmt.Errorf("%w: %v", ErrCorrupt, r)
 		}
 	}()
 	err = db.View(func(tx *bbolt.Tx) error {
-		missing, err = check(tx, info.Size())
+		st, missing, err = check(tx, info.Size())
 		return err
 	})
-	return missing, err
+	return st, missing, err
 }
 
 // allBuckets lists every bucket of a store, those of the first layout
@@ -228,9 +236,11 @@ func classify(err error) error {
 // consistency check, and returns the buckets the file lacks: all of them
 // when it holds no buckets at all (a new file), "vms", "scalesets", the
 // inventory's or "sessions" when it was written before they existed.
-func check(tx *bbolt.Tx, size int64) (missing [][]byte, err error) {
+// When it lacks none, it returns the state the records hold, as Load
+// would.
+func check(tx *bbolt.Tx, size int64) (st *forewarn.State, missing [][]byte, err error) {
 	if tx.Size() > size {
-		return nil, fmt.Errorf("%w: file is %d bytes, its pages need %d", ErrCorrupt, size, tx.Size())
+		return nil, nil, fmt.Errorf("%w: file is %d bytes, its pages need %d", ErrCorrupt, size, tx.Size())
 	}
 
 	empty := true
@@ -238,35 +248,23 @@ func check(tx *bbolt.Tx, size int64) (missing [][]byte, err error) {
 		empty = false
 		return nil
 	}); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if empty {
-		return allBuckets, nil
+		return nil, allBuckets, nil
 	}
 
 	events, incs, meta := tx.Bucket(eventsBucket), tx.Bucket(incarnationsBucket), tx.Bucket(metaBucket)
 	if events == nil || incs == nil || meta == nil {
-		return nil, fmt.Errorf("%w: not a forewarn store (missing buckets)", ErrCorrupt)
+		return nil, nil, fmt.Errorf("%w: not a forewarn store (missing buckets)", ErrCorrupt)
 	}
 	for _, k := range [][]byte{revisionKey, inventoryRevisionKey} {
 		if v := meta.Get(k); v != nil && len(v) != 8 {
-			return nil, fmt.Errorf("%w: %s is %d bytes, want 8", ErrCorrupt, k, len(v))
+			return nil, nil, fmt.Errorf("%w: %s is %d bytes, want 8", ErrCorrupt, k, len(v))
 		}
 	}
 	if _, err := codec.SigningKeys(meta.Get(signingKeysKey)); err != nil {
-		return nil, fmt.Errorf("%w: %s: %w", ErrCorrupt, signingKeysKey, err)
-	}
-	if err := events.ForEach(func(k, v []byte) error {
-		e, err := decodeEvent(v)
-		if err != nil {
-			return fmt.Errorf("%w: event %q: %w", ErrCorrupt, k, err)
-		}
-		if e.ID != string(k) {
-			return fmt.Errorf("%w: event %q is stored under key %q", ErrCorrupt, e.ID, k)
-		}
-		return nil
-	}); err != nil {
-		return nil, err
+		return nil, nil, fmt.Errorf("%w: %s: %w", ErrCorrupt, signingKeysKey, err)
 	}
 	if err := incs.ForEach(func(k, v []byte) error {
 		if len(v) != 8 {
@@ -274,51 +272,20 @@ func check(tx *bbolt.Tx, size int64) (missing [][]byte, err error) {
 		}
 		return nil
 	}); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if vms := tx.Bucket(vmsBucket); vms == nil {
-		missing = append(missing, vmsBucket) // a file of the first layout
-	} else if err := vms.ForEach(func(k, v []byte) error {
-		if _, err := decodeVM(v); err != nil {
-			return fmt.Errorf("%w: VM record %q: %w", ErrCorrupt, k, err)
+	for _, name := range [][]byte{vmsBucket, scaleSetsBucket, inventoryBucket, inventorySetsBucket, sessionsBucket, sightingsBucket} {
+		if tx.Bucket(name) == nil {
+			missing = append(missing, name) // written before the bucket existed
 		}
-		return nil
-	}); err != nil {
-		return nil, err
 	}
-	if sets := tx.Bucket(scaleSetsBucket); sets == nil {
-		missing = append(missing, scaleSetsBucket) // written before scale set records
-	} else if err := sets.ForEach(func(k, v []byte) error {
-		var r forewarn.ScaleSetRecord
-		if err := json.Unmarshal(v, &r); err != nil {
-			return fmt.Errorf("%w: scale set record %q: %w", ErrCorrupt, k, err)
-		}
-		return nil
-	}); err != nil {
-		return nil, err
+	// Every record decodes: the state Load would return, kept for the
+	// first Load when the file needs no new bucket.
+	if st, err = loadTx(tx); err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
-	for _, b := range []struct {
-		name   []byte
-		decode func(name string, v []byte) error
-	}{
-		{inventoryBucket, func(name string, v []byte) error { _, err := codec.Definition(name, v); return err }},
-		{inventorySetsBucket, func(name string, v []byte) error { _, err := codec.ScaleSet(name, v); return err }},
-		{sessionsBucket, func(id string, v []byte) error { _, err := codec.Session(id, v); return err }},
-		{sightingsBucket, func(id string, v []byte) error { _, err := codec.Sighting(id, v); return err }},
-	} {
-		bucket := tx.Bucket(b.name)
-		if bucket == nil {
-			missing = append(missing, b.name) // written before the inventory, sessions or sightings
-			continue
-		}
-		if err := bucket.ForEach(func(k, v []byte) error {
-			if err := b.decode(string(k), v); err != nil {
-				return fmt.Errorf("%w: %s %q: %w", ErrCorrupt, b.name, k, err)
-			}
-			return nil
-		}); err != nil {
-			return nil, err
-		}
+	if len(missing) > 0 {
+		st = nil
 	}
 
 	// Check reports every problem; keep the first and drain the rest so
@@ -330,16 +297,17 @@ func check(tx *bbolt.Tx, size int64) (missing [][]byte, err error) {
 		}
 	}
 	if first != nil {
-		return nil, first
+		return nil, nil, first
 	}
-	return missing, nil
+	return st, missing, nil
 }
 
 // Path returns the file the store was opened on.
 func (s *Store) Path() string { return s.path }
 
-// Load returns the current state, read in one transaction.
-// It returns EUNAVAILABLE after Close.
+// Load returns the current state, read in one transaction (the first
+// Load after Open returns what Open's check read, when nothing was
+// committed since). It returns EUNAVAILABLE after Close.
 func (s *Store) Load(ctx context.Context) (*forewarn.State, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -347,64 +315,17 @@ func (s *Store) Load(ctx context.Context) (*forewarn.State, error) {
 	if s.isClosed() {
 		return nil, errClosed()
 	}
-	st := &forewarn.State{Incarnations: make(map[string]int64), VMs: make(map[string]*forewarn.VMRecord),
-		ScaleSets: make(map[string]*forewarn.ScaleSetRecord)}
+	s.mu.Lock()
+	st := s.first
+	s.first = nil
+	s.mu.Unlock()
+	if st != nil {
+		return st, nil // decoded by the check at open; nothing committed since
+	}
 	err := s.db.View(func(tx *bbolt.Tx) error {
-		meta := tx.Bucket(metaBucket)
-		st.Revision = getInt(meta.Get(revisionKey))
-		st.InventoryRevision = getInt(meta.Get(inventoryRevisionKey))
 		var err error
-		if st.Inventory, err = loadBucket(tx, inventoryBucket, codec.Definition); err != nil {
-			return err
-		}
-		if st.InventorySets, err = loadBucket(tx, inventorySetsBucket, codec.ScaleSet); err != nil {
-			return err
-		}
-		if st.Sessions, err = loadBucket(tx, sessionsBucket, codec.Session); err != nil {
-			return err
-		}
-		if st.Sightings, err = loadBucket(tx, sightingsBucket, codec.Sighting); err != nil {
-			return err
-		}
-		if st.SigningKeys, err = codec.SigningKeys(meta.Get(signingKeysKey)); err != nil {
-			return fmt.Errorf("signing keys: %w", err)
-		}
-		events := tx.Bucket(eventsBucket)
-		st.Events = []*forewarn.Event{}
-		if err := events.ForEach(func(k, v []byte) error {
-			e, err := decodeEvent(v)
-			if err != nil {
-				return fmt.Errorf("event %q: %w", k, err)
-			}
-			st.Events = append(st.Events, e)
-			return nil
-		}); err != nil {
-			return err
-		}
-		if err := tx.Bucket(incarnationsBucket).ForEach(func(k, v []byte) error {
-			st.Incarnations[string(k)] = getInt(v)
-			return nil
-		}); err != nil {
-			return err
-		}
-		if err := tx.Bucket(vmsBucket).ForEach(func(k, v []byte) error {
-			r, err := decodeVM(v)
-			if err != nil {
-				return fmt.Errorf("VM record %q: %w", k, err)
-			}
-			st.VMs[string(k)] = r
-			return nil
-		}); err != nil {
-			return err
-		}
-		return tx.Bucket(scaleSetsBucket).ForEach(func(k, v []byte) error {
-			r := new(forewarn.ScaleSetRecord)
-			if err := json.Unmarshal(v, r); err != nil {
-				return fmt.Errorf("scale set record %q: %w", k, err)
-			}
-			st.ScaleSets[string(k)] = r
-			return nil
-		})
+		st, err = loadTx(tx)
+		return err
 	})
 	if err != nil {
 		return nil, s.wrap("load", err)
@@ -429,6 +350,9 @@ func (s *Store) Commit(ctx context.Context, c *forewarn.Change) (int64, error) {
 	if s.isClosed() {
 		return 0, errClosed()
 	}
+	s.mu.Lock()
+	s.first = nil // the open's state is no longer current
+	s.mu.Unlock()
 	u := &forewarn.Change{
 		Events:       make([]*forewarn.Event, len(c.Events)),
 		Deletes:      slices.Clone(c.Deletes),
@@ -643,11 +567,86 @@ func putBatch(bucket *bbolt.Bucket, names []string, b *codec.Batch) error {
 	return nil
 }
 
+// loadTx reads the whole state in tx. A bucket the file lacks (one of a
+// store written before it existed) reads as empty.
+func loadTx(tx *bbolt.Tx) (*forewarn.State, error) {
+	st := &forewarn.State{Incarnations: make(map[string]int64), VMs: make(map[string]*forewarn.VMRecord),
+		ScaleSets: make(map[string]*forewarn.ScaleSetRecord), Events: []*forewarn.Event{}}
+	meta := tx.Bucket(metaBucket)
+	st.Revision = getInt(meta.Get(revisionKey))
+	st.InventoryRevision = getInt(meta.Get(inventoryRevisionKey))
+	var err error
+	if st.Inventory, err = loadBucket(tx, inventoryBucket, codec.Definition); err != nil {
+		return nil, err
+	}
+	if st.InventorySets, err = loadBucket(tx, inventorySetsBucket, codec.ScaleSet); err != nil {
+		return nil, err
+	}
+	if st.Sessions, err = loadBucket(tx, sessionsBucket, codec.Session); err != nil {
+		return nil, err
+	}
+	if st.Sightings, err = loadBucket(tx, sightingsBucket, codec.Sighting); err != nil {
+		return nil, err
+	}
+	if st.SigningKeys, err = codec.SigningKeys(meta.Get(signingKeysKey)); err != nil {
+		return nil, fmt.Errorf("signing keys: %w", err)
+	}
+	if err := forEach(tx, eventsBucket, func(k, v []byte) error {
+		e, err := decodeEvent(v)
+		if err != nil {
+			return fmt.Errorf("event %q: %w", k, err)
+		}
+		if e.ID != string(k) {
+			return fmt.Errorf("event %q is stored under key %q", e.ID, k)
+		}
+		st.Events = append(st.Events, e)
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	if err := forEach(tx, incarnationsBucket, func(k, v []byte) error {
+		st.Incarnations[string(k)] = getInt(v)
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	if err := forEach(tx, vmsBucket, func(k, v []byte) error {
+		r, err := decodeVM(v)
+		if err != nil {
+			return fmt.Errorf("VM record %q: %w", k, err)
+		}
+		st.VMs[string(k)] = r
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	if err := forEach(tx, scaleSetsBucket, func(k, v []byte) error {
+		r := new(forewarn.ScaleSetRecord)
+		if err := json.Unmarshal(v, r); err != nil {
+			return fmt.Errorf("scale set record %q: %w", k, err)
+		}
+		st.ScaleSets[string(k)] = r
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// forEach calls fn for each key and value of the bucket name, if tx has
+// it.
+func forEach(tx *bbolt.Tx, name []byte, fn func(k, v []byte) error) error {
+	if b := tx.Bucket(name); b != nil {
+		return b.ForEach(fn)
+	}
+	return nil
+}
+
 // loadBucket reads every value of the bucket name, each decoded by
-// decode from its key and its JSON.
+// decode from its key and its JSON; a bucket tx lacks reads as empty.
 func loadBucket[T any](tx *bbolt.Tx, name []byte, decode func(key string, v []byte) (*T, error)) (map[string]*T, error) {
 	m := make(map[string]*T)
-	err := tx.Bucket(name).ForEach(func(k, v []byte) error {
+	err := forEach(tx, name, func(k, v []byte) error {
 		x, err := decode(string(k), v)
 		if err != nil {
 			return fmt.Errorf("%s %q: %w", name, k, err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -390,4 +391,47 @@ func rawBuckets(t *testing.T, path string) []string {
 		t.Fatal(err)
 	}
 	return names
+}
+
+// TestFirstLoadIsTheCheck: the first Load after Open returns the state
+// Open's check decoded, equal to what a fresh read of the file gives, and
+// only once; a Commit before the first Load drops it, so the Load sees
+// the commit.
+func TestFirstLoadIsTheCheck(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "forewarn.db")
+	fill(t, path, 3)
+	s := open(t, path)
+	if s.first == nil || s.first.Revision != 3 || len(s.first.Events) != 3 {
+		t.Fatalf("after Open, the kept state is %+v; want revision 3 with 3 events", s.first)
+	}
+	kept := s.first
+	first, err := s.Load(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := s.Load(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first != kept || again == kept || s.first != nil {
+		t.Errorf("first Load %p, second %p, kept %p (now %p): want the kept state once, then a read", first, again, kept, s.first)
+	}
+	if !reflect.DeepEqual(first, again) {
+		t.Errorf("the kept state differs from a read of the file:\n%+v\n%+v", first, again)
+	}
+	s.Close()
+
+	s = open(t, path)
+	defer s.Close()
+	e := &forewarn.Event{ID: "LATE", Type: forewarn.Reboot, Status: forewarn.Scheduled, Resources: []string{"vm-a"}}
+	if _, err := s.Commit(t.Context(), &forewarn.Change{Revision: 3, Events: []*forewarn.Event{e}}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := s.Load(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Revision != 4 || len(st.Events) != 4 {
+		t.Errorf("Load after a commit: revision %d, %d events; want 4 and 4", st.Revision, len(st.Events))
+	}
 }

@@ -318,7 +318,7 @@ func (inv *inventory) with(rev int64, defs map[string]*forewarn.Definition, sets
 		// A VM registered again under an older Seq (a store's order):
 		// sort the whole list.
 		vms := flatten(next.list, next.listLen)
-		slices.SortFunc(vms, next.bySeq)
+		next.sortBySeq(vms)
 		next.list = chunked(vms)
 	}
 	next.setList = inv.setList
@@ -359,7 +359,7 @@ func (inv *inventory) with(rev int64, defs map[string]*forewarn.Definition, sets
 			}
 		}
 		g = append(g, joining[k]...)
-		slices.SortFunc(g, next.bySeq)
+		next.sortBySeq(g)
 		for _, vm := range g {
 			affected[vm.Name] = true
 		}
@@ -569,9 +569,31 @@ func (inv *inventory) seqOf(vm *forewarn.VM) int64 {
 	return 0
 }
 
-// bySeq orders VMs by their Seq in inv, then by name.
-func (inv *inventory) bySeq(a, b *forewarn.VM) int {
-	return cmp.Or(cmp.Compare(inv.seqOf(a), inv.seqOf(b)), cmp.Compare(a.Name, b.Name))
+// sortBySeq orders vms by their Seq in inv, then by name. Each VM's Seq
+// is looked up once, not at every comparison: a group of 100,000 VMs
+// sorted by lookups took most of a restart's inventory build.
+func (inv *inventory) sortBySeq(vms []*forewarn.VM) {
+	type keyed struct {
+		seq int64
+		vm  *forewarn.VM
+	}
+	ks := make([]keyed, len(vms))
+	sorted := true
+	for i, vm := range vms {
+		ks[i] = keyed{inv.seqOf(vm), vm}
+		if i > 0 && sorted {
+			sorted = cmp.Or(cmp.Compare(ks[i-1].seq, ks[i].seq), cmp.Compare(ks[i-1].vm.Name, vm.Name)) <= 0
+		}
+	}
+	if sorted {
+		return
+	}
+	slices.SortFunc(ks, func(a, b keyed) int {
+		return cmp.Or(cmp.Compare(a.seq, b.seq), cmp.Compare(a.vm.Name, b.vm.Name))
+	})
+	for i, k := range ks {
+		vms[i] = k.vm
+	}
 }
 
 // chunkVMs is the most VMs a chunk of the list holds.

@@ -207,3 +207,23 @@ func TestGroupIndexEmpties(t *testing.T) {
 		t.Fatalf("%d groups still indexed after the only event ended, want 0", len(e.byGroup))
 	}
 }
+
+// BenchmarkBuildInventory builds the inventory a restart builds from
+// the store: n VMs of one availability set, as 'forewarn bench fleet'
+// serves them.
+func BenchmarkBuildInventory(b *testing.B) {
+	for _, n := range []int{1000, 10000, 100000} {
+		defs := make(map[string]*forewarn.Definition, n)
+		for i := range n {
+			name := fmt.Sprintf("vm%d", i)
+			ip := netip.AddrFrom4([4]byte{198, 18 + byte(i>>16), byte(i >> 8), byte(i)})
+			defs[name] = &forewarn.Definition{Seq: int64(i + 1), VM: &forewarn.VM{Name: name, IP: ip, Provider: forewarn.Azure, AvailabilitySet: "bench"}}
+		}
+		b.Run(fmt.Sprintf("vms=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				buildInventory(1, defs, nil)
+			}
+		})
+	}
+}

@@ -81,6 +81,10 @@ type markedStore struct {
 	m     mark
 	dirty bool
 	err   error // the last write error, logged once
+	// first is the state openMarked read, for the first Load (the
+	// engine's), so that a start decodes the store once; a Commit drops
+	// it.
+	first *forewarn.State
 }
 
 // openMarked wraps st, the store of the data directory dir, with its
@@ -99,6 +103,7 @@ func openMarked(ctx context.Context, st forewarn.Store, dir string, fleet *forew
 	if err != nil {
 		return nil, err
 	}
+	first := state
 	cur := mark{Revision: state.Revision}
 	for _, n := range state.Incarnations {
 		cur.Incarnation = max(cur.Incarnation, n)
@@ -123,6 +128,7 @@ func openMarked(ctx context.Context, st forewarn.Store, dir string, fleet *forew
 			"store", filepath.Join(dir, storeFile), "storeRevision", state.Revision, "markRevision", m.Revision,
 			"markIncarnation", m.Incarnation, "raisedTo", floor, "vms", len(c.Incarnations))
 		cur = mark{Revision: rev, Incarnation: floor}
+		first = nil
 	}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
@@ -131,7 +137,7 @@ func openMarked(ctx context.Context, st forewarn.Store, dir string, fleet *forew
 	// The mark never goes back: a store ahead of it (the mark's last
 	// news lost to a power cut) moves it on.
 	cur.Incarnation = max(cur.Incarnation, m.Incarnation)
-	s := &markedStore{Store: st, f: f, log: log, m: cur, stop: make(chan struct{}), done: make(chan struct{})}
+	s := &markedStore{Store: st, f: f, log: log, m: cur, first: first, stop: make(chan struct{}), done: make(chan struct{})}
 	if err := s.write(true); err != nil {
 		f.Close()
 		return nil, err
@@ -140,9 +146,25 @@ func openMarked(ctx context.Context, st forewarn.Store, dir string, fleet *forew
 	return s, nil
 }
 
+// Load returns the state openMarked read the first time, when nothing
+// was committed since, and the store's current state after that.
+func (s *markedStore) Load(ctx context.Context) (*forewarn.State, error) {
+	s.mu.Lock()
+	st := s.first
+	s.first = nil
+	s.mu.Unlock()
+	if st != nil {
+		return st, nil
+	}
+	return s.Store.Load(ctx)
+}
+
 // Commit commits c and, when it succeeds, records its revision and
 // incarnations in the mark.
 func (s *markedStore) Commit(ctx context.Context, c *forewarn.Change) (int64, error) {
+	s.mu.Lock()
+	s.first = nil
+	s.mu.Unlock()
 	rev, err := s.Store.Commit(ctx, c)
 	if err != nil {
 		return rev, err
