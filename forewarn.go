@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -263,12 +264,110 @@ type eventJSON struct {
 type eventFields Event
 
 // MarshalJSON renders e with its Lasts as a duration string.
+//
+// It writes the fields itself, in the order and the form encoding/json
+// gives eventJSON (TestEventJSONAsReflection holds the two equal): a
+// fleet-wide GCE or EC2 event stores 100,000 events in each of its
+// steps, and reflection took a third of such a commit. A time outside
+// the years 0 to 9999, which encoding/json refuses, goes the reflective
+// way for its error.
 func (e Event) MarshalJSON() ([]byte, error) {
+	if b, ok := e.appendJSON(make([]byte, 0, 320+len(e.Description))); ok {
+		return b, nil
+	}
+	return e.marshalReflect()
+}
+
+// marshalReflect is MarshalJSON through encoding/json.
+func (e Event) marshalReflect() ([]byte, error) {
 	j := eventJSON{eventFields: eventFields(e), Lasts: e.Lasts.String()}
 	if e.Notice != 0 {
 		j.Notice = e.Notice.String()
 	}
 	return json.Marshal(j)
+}
+
+// appendJSON appends e as MarshalJSON renders it, or reports false for
+// a time encoding/json would refuse.
+func (e Event) appendJSON(b []byte) ([]byte, bool) {
+	ok := true
+	str := func(name, v string) {
+		b = append(append(b, name...), ':')
+		b = appendJSONString(b, v)
+	}
+	tm := func(name string, t time.Time, always bool) {
+		if t.IsZero() && !always {
+			return
+		}
+		if y := t.Year(); y < 0 || y > 9999 {
+			ok = false
+			return
+		}
+		b = append(append(b, name...), `:"`...)
+		b = append(t.AppendFormat(b, time.RFC3339Nano), '"')
+	}
+	str(`{"id"`, e.ID)
+	str(`,"type"`, string(e.Type))
+	str(`,"status"`, string(e.Status))
+	b = append(b, `,"resources":`...)
+	if e.Resources == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, '[')
+		for i, r := range e.Resources {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSONString(b, r)
+		}
+		b = append(b, ']')
+	}
+	tm(`,"notBefore"`, e.NotBefore, false)
+	b = strconv.AppendInt(append(b, `,"durationInSeconds":`...), int64(e.Duration), 10)
+	str(`,"source"`, string(e.Source))
+	str(`,"description"`, e.Description)
+	if e.Wave != "" {
+		str(`,"wave"`, e.Wave)
+	}
+	tm(`,"created"`, e.Created, true)
+	tm(`,"warnedAt"`, e.WarnedAt, false)
+	tm(`,"startedAt"`, e.StartedAt, false)
+	tm(`,"endedAt"`, e.EndedAt, false)
+	tm(`,"resumedAt"`, e.ResumedAt, false)
+	tm(`,"deadline"`, e.Deadline, false)
+	if e.Action != "" {
+		str(`,"action"`, e.Action)
+	}
+	if len(e.Approvals) > 0 {
+		b = append(b, `,"approvals":[`...)
+		for i, a := range e.Approvals {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			str(`{"by"`, a.By)
+			tm(`,"at"`, a.At, true)
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	if e.Notice != 0 {
+		str(`,"notice"`, e.Notice.String())
+	}
+	str(`,"lasts"`, e.Lasts.String())
+	return append(b, '}'), ok
+}
+
+// appendJSONString appends s as encoding/json writes a string: as it is
+// when it holds only printable ASCII that needs no escape, through
+// encoding/json otherwise.
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < ' ' || c > '~' || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s)
+			return append(b, q...)
+		}
+	}
+	return append(append(append(b, '"'), s...), '"')
 }
 
 // UnmarshalJSON reads the form MarshalJSON writes.

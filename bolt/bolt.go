@@ -361,13 +361,21 @@ func (s *Store) Commit(ctx context.Context, c *forewarn.Change) (int64, error) {
 		ScaleSets:    make(map[string]*forewarn.ScaleSetRecord, len(c.ScaleSets)),
 	}
 	records := make([][]byte, len(c.Events))
-	for i, e := range c.Events {
-		u.Events[i] = e.Normalized()
-		b, err := json.Marshal(u.Events[i])
-		if err != nil {
-			return 0, forewarn.Errorf(forewarn.EINVALID, "event %s: %v", e.ID, err)
+	if err := inParts(len(c.Events), func(lo, hi int) error {
+		for i := lo; i < hi; i++ {
+			e := c.Events[i]
+			u.Events[i] = e.Normalized()
+			// MarshalJSON's output is compact already: json.Marshal
+			// would only check and copy it again.
+			b, err := u.Events[i].MarshalJSON()
+			if err != nil {
+				return forewarn.Errorf(forewarn.EINVALID, "event %s: %v", e.ID, err)
+			}
+			records[i] = b
 		}
-		records[i] = b
+		return nil
+	}); err != nil {
+		return 0, err
 	}
 	vmRecords := make(map[string][]byte, len(c.VMs))
 	for vm, r := range c.VMs {
@@ -638,6 +646,28 @@ func loadTx(tx *bbolt.Tx) (*forewarn.State, error) {
 func forEach(tx *bbolt.Tx, name []byte, fn func(k, v []byte) error) error {
 	if b := tx.Bucket(name); b != nil {
 		return b.ForEach(fn)
+	}
+	return nil
+}
+
+// inParts calls fn on [0, n) cut into one part per CPU, at once, and
+// returns the first error; a small n is one part. A fleet-wide event
+// encodes 100,000 events in one commit.
+func inParts(n int, fn func(lo, hi int) error) error {
+	parts := min(runtime.GOMAXPROCS(0), n/1024+1)
+	if parts <= 1 {
+		return fn(0, n)
+	}
+	errs := make([]error, parts)
+	var wg sync.WaitGroup
+	for p := range parts {
+		wg.Go(func() { errs[p] = fn(p*n/parts, (p+1)*n/parts) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
 	}
 	return nil
 }
