@@ -145,10 +145,14 @@ func NewServer(eng *engine.Engine, log *slog.Logger) *Server {
 		}, func(sl *slot) { sl.gone.Fire() })
 	})
 
-	s.mux.HandleFunc("/metadata/scheduledevents", s.handleEvents)
-	s.mux.HandleFunc("/metadata/instance", s.handleInstance)
-	s.mux.HandleFunc("/metadata/instance/", s.handleInstance)
-	s.mux.HandleFunc("/metadata/versions", s.handleVersions)
+	// The mux serves only paths with escapes (dispatch).
+	looked := func(h func(http.ResponseWriter, *http.Request, *forewarn.VM)) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) { h(w, r, s.lookup(r)) }
+	}
+	s.mux.HandleFunc("/metadata/scheduledevents", looked(s.handleEvents))
+	s.mux.HandleFunc("/metadata/instance", looked(s.handleInstance))
+	s.mux.HandleFunc("/metadata/instance/", looked(s.handleInstance))
+	s.mux.HandleFunc("/metadata/versions", looked(s.handleVersions))
 	s.mux.HandleFunc("/", s.handleNotFound)
 	return s
 }
@@ -178,13 +182,14 @@ func (s *Server) SetRateLimit(rate float64) {
 // ServeHTTP implements http.Handler. A path that is not in canonical form
 // gets the JSON 404, not the mux's plain-text redirect.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	hw := s.history.Start(w, s.callerName(r))
-	w, start := s.metrics.Start(hw, r)
-	if p := r.URL.Path; p != path.Clean(p) && p != path.Clean(p)+"/" {
-		writeError(w, http.StatusNotFound, msgNotFound)
-	} else {
-		s.mux.ServeHTTP(w, r)
+	vm := s.lookup(r)
+	name := ""
+	if vm != nil && vm.Provider == forewarn.Azure {
+		name = vm.Name
 	}
+	hw := s.history.Start(w, name)
+	w, start := s.metrics.Start(hw, r)
+	s.dispatch(w, r, vm)
 	s.metrics.Done(w, r, route(r.URL.Path), start)
 	if s.history != nil {
 		var buf [8]query.Param
@@ -194,20 +199,36 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// callerName returns the name of the fleet's Azure VM whose requests
-// come from r's source address, or "".
-func (s *Server) callerName(r *http.Request) string {
-	if s.history == nil {
-		return ""
+// dispatch hands r, from vm (as lookup found it), to the handler of its
+// path, as the mux would: the four paths are matched here without it,
+// and only a path with escapes goes through the mux, which matches
+// their segments as escaped.
+func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, vm *forewarn.VM) {
+	switch p := r.URL.Path; {
+	case p != path.Clean(p) && p != path.Clean(p)+"/":
+		writeError(w, http.StatusNotFound, msgNotFound)
+	case r.URL.RawPath != "":
+		s.mux.ServeHTTP(w, r)
+	case p == "/metadata/scheduledevents":
+		s.handleEvents(w, r, vm)
+	case p == "/metadata/instance" || strings.HasPrefix(p, "/metadata/instance/"):
+		s.handleInstance(w, r, vm)
+	case p == "/metadata/versions":
+		s.handleVersions(w, r, vm)
+	default:
+		s.handleNotFound(w, r)
 	}
+}
+
+// lookup returns the VM whose requests come from r's source address in
+// the inventory in force, of whichever API, or nil. A request looks it
+// up once, for its history and its answer.
+func (s *Server) lookup(r *http.Request) *forewarn.VM {
 	id, ok := caller.Of(r)
 	if !ok {
-		return ""
+		return nil
 	}
-	if vm := s.eng.LookupOn(id.Network, id.Addr.Addr(), forewarn.Azure); vm != nil && vm.Provider == forewarn.Azure {
-		return vm.Name
-	}
-	return ""
+	return s.eng.LookupOn(id.Network, id.Addr.Addr(), forewarn.Azure)
 }
 
 var (
@@ -261,23 +282,18 @@ func (s *Server) handleNotFound(w http.ResponseWriter, r *http.Request) {
 	writeError(w, http.StatusNotFound, msgNotFound)
 }
 
-// caller identifies the VM of a request by its source address, in the
-// inventory in force, and checks the headers every IMDS request must
-// carry. It returns the VM and its slot, or writes the error and returns
-// nil when the request may not proceed.
-func (s *Server) caller(w http.ResponseWriter, r *http.Request) (*forewarn.VM, *slot) {
-	return s.callerHeader(w, r, true)
+// caller checks that vm, the VM of r's source address (lookup), is one
+// of this server's, and the headers every IMDS request must carry. It
+// returns the VM and its slot, or writes the error and returns nil when
+// the request may not proceed.
+func (s *Server) caller(w http.ResponseWriter, r *http.Request, vm *forewarn.VM) (*forewarn.VM, *slot) {
+	return s.callerHeader(w, r, vm, true)
 }
 
 // callerHeader is caller; with needHeader false a missing Metadata
 // header is let through.
-func (s *Server) callerHeader(w http.ResponseWriter, r *http.Request, needHeader bool) (*forewarn.VM, *slot) {
-	id, ok := caller.Of(r)
-	var vm *forewarn.VM
+func (s *Server) callerHeader(w http.ResponseWriter, r *http.Request, vm *forewarn.VM, needHeader bool) (*forewarn.VM, *slot) {
 	var sl *slot
-	if ok {
-		vm = s.eng.LookupOn(id.Network, id.Addr.Addr(), forewarn.Azure)
-	}
 	if vm != nil && vm.Provider == forewarn.Azure {
 		// A VM the inventory has but this server not yet, in the instant
 		// between the engine installing a change and publishing it, is
@@ -360,13 +376,13 @@ func parseQuery(w http.ResponseWriter, r *http.Request, buf []query.Param) (para
 	return ps, true
 }
 
-func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, vm *forewarn.VM) {
 	if r.Method != http.MethodGet && r.Method != http.MethodPost {
 		w.Header().Set("Allow", "GET, POST")
 		writeError(w, http.StatusMethodNotAllowed, msgMethod)
 		return
 	}
-	vm, sl := s.callerHeader(w, r, r.Method != http.MethodPost || !previewQuery(r.URL.RawQuery))
+	vm, sl := s.callerHeader(w, r, vm, r.Method != http.MethodPost || !previewQuery(r.URL.RawQuery))
 	if vm == nil {
 		return
 	}

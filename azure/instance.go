@@ -69,13 +69,13 @@ func instanceDoc(vm *forewarn.VM) map[string]any {
 // handleInstance serves /metadata/instance and any node below it:
 // JSON by default, format=text for leaves (bare value, no newline) and
 // for directories (one child name a line).
-func (s *Server) handleInstance(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleInstance(w http.ResponseWriter, r *http.Request, vm *forewarn.VM) {
 	if r.Method != http.MethodGet {
 		w.Header().Set("Allow", "GET")
 		writeError(w, http.StatusMethodNotAllowed, msgMethod)
 		return
 	}
-	vm, _ := s.caller(w, r)
+	vm, _ = s.caller(w, r, vm)
 	if vm == nil {
 		return
 	}
@@ -153,13 +153,13 @@ func (s *Server) handleInstance(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleVersions serves /metadata/versions, which needs no api-version.
-func (s *Server) handleVersions(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleVersions(w http.ResponseWriter, r *http.Request, vm *forewarn.VM) {
 	if r.Method != http.MethodGet {
 		w.Header().Set("Allow", "GET")
 		writeError(w, http.StatusMethodNotAllowed, msgMethod)
 		return
 	}
-	if vm, _ := s.caller(w, r); vm == nil {
+	if vm, _ := s.caller(w, r, vm); vm == nil {
 		return
 	}
 	var buf [8]query.Param
