@@ -22,18 +22,19 @@ func TestFleet(t *testing.T) {
 	}
 	for i, r := range rep.Runs {
 		wantAPI, wantVMs := []string{"azure", "aws"}[i/2], []int{100, 400}[i%2]
-		if r.API != wantAPI || r.VMs != wantVMs || r.Start <= 0 || r.Restart <= 0 || r.IdleRSS <= 0 {
+		if r.API != wantAPI || r.VMs != wantVMs || r.Start <= 0 || r.Restart <= 0 || r.IdleRSS <= 0 || r.Event <= 0 || r.EventRSS <= 0 {
 			t.Errorf("run %d: %+v, want %s at %d VMs with every figure measured", i, r, wantAPI, wantVMs)
 			continue
 		}
 		if i%2 == 0 {
-			if r.Growth != [3]float64{} || !r.Met {
+			if r.Growth != [5]float64{} || !r.Met {
 				t.Errorf("run %d, the first size: growth %v, met %v; want none, and met", i, r.Growth, r.Met)
 			}
 			continue
 		}
 		prev := rep.Runs[i-1]
-		want := [3]float64{float64(r.Start) / float64(prev.Start), float64(r.Restart) / float64(prev.Restart), float64(r.IdleRSS) / float64(prev.IdleRSS)}
+		want := [5]float64{float64(r.Start) / float64(prev.Start), float64(r.Restart) / float64(prev.Restart), float64(r.IdleRSS) / float64(prev.IdleRSS),
+			float64(r.Event) / float64(prev.Event), float64(r.EventRSS) / float64(prev.EventRSS)}
 		if r.Growth != want {
 			t.Errorf("run %d: growth %v, want %v", i, r.Growth, want)
 		}

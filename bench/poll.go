@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -116,12 +117,19 @@ func fleet(api string, addrs []netip.Addr) string {
 // awsEvent is the operator request of the aws poll's event: one EC2
 // system-maintenance naming every VM, so each VM's scheduled key lists it
 // (the same bytes for every VM).
-func awsEvent(vms int) string {
+func awsEvent(vms int) string { return wideEvent("aws", vms) }
+
+// wideEvent is the operator request of one event naming every VM of a
+// fleet of api: an Azure Freeze (one event for the fleet's one
+// availability set), a GCE live migration or an EC2 system-maintenance
+// (an event per VM).
+func wideEvent(api string, vms int) string {
 	names := make([]string, vms)
 	for i := range names {
 		names[i] = fmt.Sprintf("vm%d", i)
 	}
-	b, _ := json.Marshal(map[string]any{"type": "system-maintenance", "vms": names, "notice": "24h", "description": "Forewarn benchmark"})
+	typ := map[string]string{"aws": "system-maintenance", "gce": "MIGRATE_ON_HOST_MAINTENANCE"}[api]
+	b, _ := json.Marshal(map[string]any{"type": cmp.Or(typ, "Freeze"), "vms": names, "notice": "24h", "description": "Forewarn benchmark"})
 	return string(b)
 }
 
