@@ -159,16 +159,16 @@ func BenchmarkRender(b *testing.B) {
 			}
 			e, _ := benchEngine(b, f)
 			views := make([]*engine.View, n)
-			statics := make([]*static, n)
+			defs := make([]*def, n)
 			for i, vm := range f.VMs {
-				views[i], statics[i] = e.View(vm.Name), newStatic(vm)
+				views[i], defs[i] = e.View(vm.Name), &def{vm: vm}
 			}
 			docs := make([]*doc, n)
 			b.ReportAllocs()
 			for b.Loop() {
 				cache := &renderCache{} // as for a new version of the event
 				for i, v := range views {
-					docs[i] = render(v, statics[i], cache)
+					docs[i] = render(v, defs[i], cache)
 				}
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/VM")
@@ -199,7 +199,7 @@ func BenchmarkRenderNew(b *testing.B) {
 			for b.Loop() {
 				cache := &renderCache{}
 				for i, v := range views {
-					docs[i] = render(v, newStatic(v.VM), cache)
+					docs[i] = render(v, &def{vm: v.VM}, cache)
 				}
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/VM")
@@ -218,6 +218,24 @@ func BenchmarkGETStatic(b *testing.B) {
 	w := &discard{h: http.Header{}}
 	b.ReportAllocs()
 	for b.Loop() {
+		clear(w.h)
+		s.ServeHTTP(w, r)
+	}
+	if w.code != http.StatusOK || string(w.body) != "i-00000000000000000" {
+		b.Fatalf("status %d, %q", w.code, w.body)
+	}
+}
+
+// BenchmarkFirstGET is a VM's first GET of a key of its definition,
+// meta-data/instance-id, which builds the definition's static answers.
+func BenchmarkFirstGET(b *testing.B) {
+	s, r := getSetup(b, benchV1)
+	r.URL.Path = "/latest/meta-data/instance-id"
+	df := s.slots.Load("vm000000").doc.Load().def
+	w := &discard{h: http.Header{}}
+	b.ReportAllocs()
+	for b.Loop() {
+		df.st.Store(nil) // as before the VM's first request
 		clear(w.h)
 		s.ServeHTTP(w, r)
 	}

@@ -28,10 +28,13 @@ import (
 // "21 Jan 2019 09:00:43 GMT".
 const EventTime = "2 Jan 2006 15:04:05 GMT"
 
-// doc is one EC2 VM's metadata as of one engine View: every answer
-// prepared, so that a GET only picks bytes. A doc is immutable.
+// doc is one EC2 VM's metadata as of one engine View, rendered when the
+// engine publishes the view: the answers that change with the VM's
+// events prepared, so that a GET of them only picks bytes, and the
+// definition's answers reached through def, built on the VM's first
+// request for one. A doc is immutable.
 type doc struct {
-	static *static
+	def *def
 	// The keys that change with the VM's events; nil means 404.
 	scheduled, history          []byte
 	instanceAction, termination []byte
@@ -48,10 +51,40 @@ type doc struct {
 	spot1, scaleIn *history.Ref
 }
 
-// static holds the answers that never change for one VM definition.
-type static struct {
-	vm *forewarn.VM // the definition they are of
+// def is one VM definition, shared by every doc of the VM while its
+// definition stays the same. It builds the definition's static answers
+// on the first request that needs one, and keeps them: until then a VM
+// costs its server a def, not the kilobyte or so of its answers, and
+// most VMs of a large fleet ask for few keys, or none.
+type def struct {
+	vm *forewarn.VM // the definition; never modified
+	st atomic.Pointer[static]
+}
 
+// static returns the definition's static answers, building them on its
+// first call. Concurrent first calls may each build them; all return
+// the one that was stored first.
+func (df *def) static() *static {
+	if st := df.st.Load(); st != nil {
+		return st
+	}
+	df.st.CompareAndSwap(nil, newStatic(df.vm))
+	return df.st.Load()
+}
+
+// tokensRequired reports whether the VM requires IMDSv2 session tokens
+// (httpTokens: required). Read from the definition, it builds nothing:
+// the token PUT and the token check of a GET come before any key.
+func (df *def) tokensRequired() bool { return df.vm.HTTPTokens == "required" }
+
+// hopLimit returns the IP TTL of a token PUT's answer: the VM's hop
+// limit, at least 1.
+func (df *def) hopLimit() int { return max(df.vm.HopLimit, 1) }
+
+// static holds the answers that never change for one VM definition:
+// its def builds them on the VM's first request for one of them, and
+// they live as long as the definition.
+type static struct {
 	instanceID, instanceType, zone, region, localIPv4, hostname []byte
 	lifeCycle, amiID, macAddr, identity                         []byte
 	reservationID, securityGroups, accountID                    []byte
@@ -61,10 +94,6 @@ type static struct {
 	// sig holds the identity document's pkcs7 and signature, made on
 	// their first request: few clients read them.
 	sig atomic.Pointer[signedIdentity]
-	// tokensRequired reports httpTokens: required; hopLimit is the IP
-	// TTL of a token PUT's answer.
-	tokensRequired bool
-	hopLimit       int
 }
 
 // The defaults of an EC2 VM's keys a fleet file leaves out
@@ -86,6 +115,8 @@ var (
 	valRootDevice   = []byte("/dev/xvda")
 )
 
+// newStatic renders the static answers of vm, but for the signed
+// identity, which waits for its own first request.
 func newStatic(vm *forewarn.VM) *static {
 	ip := "127.0.0.1"
 	if vm.IP.IsValid() {
@@ -109,14 +140,12 @@ func newStatic(vm *forewarn.VM) *static {
 	partition, domain := partitionOf(region)
 	m := mac(vm.InstanceID)
 	return &static{
-		vm:         vm,
 		instanceID: []byte(vm.InstanceID), instanceType: []byte(vm.MachineType), zone: []byte(vm.Zone),
 		region: []byte(region), localIPv4: []byte(ip), hostname: []byte(host), lifeCycle: []byte(life),
 		amiID: []byte(ami), macAddr: []byte(m), identity: identityDocument(vm, ip, region, ami, account),
 		reservationID: []byte(hexID("r-", vm.InstanceID)), securityGroups: []byte(cmp.Or(vm.SecurityGroups, SecurityGroup)),
 		accountID: []byte(account), interfaceID: []byte(hexID("eni-", vm.InstanceID)), subnetID: []byte(subnet),
 		vpcID: []byte(vpc), domain: []byte(domain), partition: []byte(partition), macDir: []byte(m + "/"),
-		tokensRequired: vm.HTTPTokens == "required", hopLimit: max(vm.HopLimit, 1),
 	}
 }
 
@@ -435,10 +464,11 @@ func eventList(evs []*forewarn.Event, keep func(*forewarn.Event) bool, cache *re
 	return cache.list(sel)
 }
 
-// render builds the doc of v's VM, reusing st and the renderings in
-// cache.
-func render(v *engine.View, st *static, cache *renderCache) *doc {
-	d := &doc{static: st, gone: v.Deleted}
+// render builds the doc of v's VM, whose definition is df: its event
+// keys, from the renderings in cache where another VM shows the same
+// event versions. It builds none of df's static answers.
+func render(v *engine.View, df *def, cache *renderCache) *doc {
+	d := &doc{def: df, gone: v.Deleted}
 	d.scheduled = eventList(v.Events, v.Own, cache)
 	for _, ev := range v.Events {
 		if ev.Type.EC2() && v.Own(ev) {

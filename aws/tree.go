@@ -174,9 +174,9 @@ func at(v, from version, b []byte) []byte {
 }
 
 // key returns the answer to key, a path below version v without a final
-// slash, or nil for 404.
+// slash, or nil for 404. Only the keys of the VM's definition build its
+// static answers, on the first request for one.
 func (d *doc) key(key string, v version) []byte {
-	st := d.static
 	switch key {
 	case "":
 		return versionDir.list(d, v)
@@ -185,15 +185,15 @@ func (d *doc) key(key string, v version) []byte {
 	case "dynamic/instance-identity":
 		return identityDir.list(d, v)
 	case "dynamic/instance-identity/document":
-		return at(v, sinceDynamic, st.identity)
+		return at(v, sinceDynamic, d.def.static().identity)
 	case "dynamic/instance-identity/pkcs7":
-		return at(v, sinceDynamic, st.signed().pkcs7)
+		return at(v, sinceDynamic, d.def.static().signed().pkcs7)
 	case "dynamic/instance-identity/signature":
-		return at(v, sinceDynamic, st.signed().signature)
+		return at(v, sinceDynamic, d.def.static().signed().signature)
 	case "meta-data":
 		return metaDataDir.list(d, v)
 	case "meta-data/ami-id":
-		return st.amiID
+		return d.def.static().amiID
 	case "meta-data/ami-launch-index":
 		return valLaunchIndex
 	case "meta-data/block-device-mapping":
@@ -201,41 +201,41 @@ func (d *doc) key(key string, v version) []byte {
 	case "meta-data/block-device-mapping/ami", "meta-data/block-device-mapping/root":
 		return at(v, sinceBlockDevices, valRootDevice)
 	case "meta-data/hostname":
-		return st.hostname
+		return d.def.static().hostname
 	case "meta-data/local-hostname":
-		return at(v, sinceLocalHostname, st.hostname)
+		return at(v, sinceLocalHostname, d.def.static().hostname)
 	case "meta-data/instance-id":
-		return st.instanceID
+		return d.def.static().instanceID
 	case "meta-data/instance-life-cycle":
-		return at(v, sinceLifeCycle, st.lifeCycle)
+		return at(v, sinceLifeCycle, d.def.static().lifeCycle)
 	case "meta-data/instance-type":
-		return at(v, sinceInstanceType, st.instanceType)
+		return at(v, sinceInstanceType, d.def.static().instanceType)
 	case "meta-data/local-ipv4":
-		return st.localIPv4
+		return d.def.static().localIPv4
 	case "meta-data/mac":
-		return at(v, sinceNetwork, st.macAddr)
+		return at(v, sinceNetwork, d.def.static().macAddr)
 	case "meta-data/network":
 		return networkDir.list(d, v)
 	case "meta-data/network/interfaces":
 		return interfacesDir.list(d, v)
 	case "meta-data/network/interfaces/macs":
-		return at(v, sinceNetwork, st.macDir)
+		return at(v, sinceNetwork, d.def.static().macDir)
 	case "meta-data/placement":
 		return placementDir.list(d, v)
 	case "meta-data/placement/availability-zone":
-		return at(v, sinceZone, st.zone)
+		return at(v, sinceZone, d.def.static().zone)
 	case "meta-data/placement/region":
-		return at(v, sinceRegion, st.region)
+		return at(v, sinceRegion, d.def.static().region)
 	case "meta-data/reservation-id":
-		return st.reservationID
+		return d.def.static().reservationID
 	case "meta-data/security-groups":
-		return st.securityGroups
+		return d.def.static().securityGroups
 	case "meta-data/services":
 		return servicesDir.list(d, v)
 	case "meta-data/services/domain":
-		return at(v, sinceDomain, st.domain)
+		return at(v, sinceDomain, d.def.static().domain)
 	case "meta-data/services/partition":
-		return at(v, sincePartition, st.partition)
+		return at(v, sincePartition, d.def.static().partition)
 	case "meta-data/events":
 		return eventsDir.list(d, v)
 	case "meta-data/events/maintenance":
@@ -260,7 +260,7 @@ func (d *doc) key(key string, v version) []byte {
 		return at(v, sinceAutoscaling, d.lifecycle)
 	}
 	if rest, ok := strings.CutPrefix(key, "meta-data/network/interfaces/macs/"); ok && v >= sinceNetwork {
-		return st.iface(rest)
+		return d.def.static().iface(rest)
 	}
 	return nil
 }
