@@ -322,17 +322,23 @@ func entry(ev *forewarn.Event) scheduledEvent {
 var emptyList = []byte("[]")
 
 // renderCache shares the rendering of one event version between every
-// VM that lists it: an event naming 100,000 VMs is rendered once, not
-// once per VM. Entries go when their event version is garbage.
+// VM that lists it, and between the docs of one VM that list it: an
+// event naming 100,000 VMs is rendered once, not once per VM, and a VM
+// whose other keys change lists its events again without rendering
+// them. Entries go when their event version is garbage.
 type renderCache struct {
 	mu sync.Mutex
-	// entries holds an event's entry, "{...}"; alone its one-event list,
-	// "[ {...} ]", the whole answer of most VMs.
-	entries, alone weakmap.Map[forewarn.Event, []byte]
+	// alone holds an event's one-event list, "[ {...} ]", the whole
+	// answer of most VMs; the entry, "{...}", that a list of several
+	// shows is a slice of it.
+	alone weakmap.Map[forewarn.Event, []byte]
 	// lists holds, by its last event, a list of several events: VMs that
 	// list the same event versions (the VMs of fleet-wide events) share
 	// one rendering.
 	lists weakmap.Map[forewarn.Event, *sharedList]
+	// buf is where single renders an event, under mu, before it keeps a
+	// copy of the rendering's own size.
+	buf []byte
 }
 
 // sharedList is a rendered list of several events, which it refers to
@@ -365,17 +371,22 @@ func (c *renderCache) list(sel []*forewarn.Event) []byte {
 	if ok && sl.same(sel) {
 		return sl.b
 	}
-	var b bytes.Buffer
-	b.WriteString("[ ")
+	entries := make([][]byte, len(sel))
+	n := len("[  ]") + len(", ")*(len(sel)-1)
 	for i, ev := range sel {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.Write(c.entry(ev))
+		entries[i] = c.entry(ev)
+		n += len(entries[i])
 	}
-	b.WriteString(" ]")
+	b := append(make([]byte, 0, n), "[ "...)
+	for i, e := range entries {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = append(b, e...)
+	}
+	b = append(b, " ]"...)
 	if !ok {
-		sl = &sharedList{evs: make([]weak.Pointer[forewarn.Event], len(sel)), b: b.Bytes()}
+		sl = &sharedList{evs: make([]weak.Pointer[forewarn.Event], len(sel)), b: b}
 		for i, ev := range sel {
 			sl.evs[i] = weak.Make(ev)
 		}
@@ -385,52 +396,52 @@ func (c *renderCache) list(sel []*forewarn.Event) []byte {
 		}
 		c.mu.Unlock()
 	}
-	return b.Bytes()
+	return b
 }
 
-// entry returns ev's entry, rendered once.
+// entry returns ev's entry, rendered once: its one-event list without
+// the brackets.
 func (c *renderCache) entry(ev *forewarn.Event) []byte {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if b, ok := c.entries.Get(ev); ok {
-		return b
-	}
-	b := entryJSON(ev)
-	c.entries.Put(ev, b)
-	return b
+	b := c.single(ev)
+	return b[2 : len(b)-2 : len(b)-2]
 }
 
 // single returns the list of ev alone, rendered once.
 func (c *renderCache) single(ev *forewarn.Event) []byte {
-	e := c.entry(ev)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if b, ok := c.alone.Get(ev); ok {
 		return b
 	}
-	b := make([]byte, 0, len(e)+4)
-	b = append(append(append(b, "[ "...), e...), " ]"...)
+	c.buf = append(appendEntry(append(c.buf[:0], "[ "...), ev), " ]"...)
+	b := bytes.Clone(c.buf)
 	c.alone.Put(ev, b)
 	return b
 }
 
-// entryJSON renders ev in EC2's own layout: two-space fields with " : ".
-func entryJSON(ev *forewarn.Event) []byte {
+// appendEntry appends ev in EC2's own layout: two-space fields with
+// " : ".
+func appendEntry(b []byte, ev *forewarn.Event) []byte {
 	e := entry(ev)
-	var b bytes.Buffer
-	b.WriteString("{\n")
-	for j, f := range [][2]string{{"NotBefore", e.NotBefore}, {"Code", e.Code}, {"Description", e.Description},
+	b = append(b, "{\n"...)
+	for j, f := range [...][2]string{{"NotBefore", e.NotBefore}, {"Code", e.Code}, {"Description", e.Description},
 		{"EventId", e.EventID}, {"NotAfter", e.NotAfter}, {"NotBeforeDeadline", e.NotBeforeDeadline}, {"State", e.State}} {
 		if f[1] == "" {
 			continue
 		}
 		if j > 0 {
-			b.WriteString(",\n")
+			b = append(b, ",\n"...)
 		}
-		fmt.Fprintf(&b, "  %q : %s", f[0], jsonString(f[1]))
+		b = appendField(b, f[0], f[1])
 	}
-	b.WriteString("\n}")
-	return b.Bytes()
+	return append(b, "\n}"...)
+}
+
+// appendField appends a field of EC2's layout, `  "name" : value`, with
+// value as a JSON string; name needs no escaping.
+func appendField(b []byte, name, value string) []byte {
+	b = append(append(append(b, `  "`...), name...), `" : `...)
+	return appendJSONString(b, value)
 }
 
 // eventList renders the EC2 scheduled events of evs that keep keeps as a
@@ -541,6 +552,16 @@ func same(a, b []byte) bool { return len(a) > 0 && len(b) == len(a) && &a[0] == 
 
 // lsTerminated is target-lifecycle-state once a scale-in began.
 var lsTerminated = []byte("Terminated")
+
+// appendJSONString appends s as a JSON string, as jsonString returns it.
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			return append(b, jsonString(s)...) // a string to escape
+		}
+	}
+	return append(append(append(b, '"'), s...), '"')
+}
 
 // jsonString returns s as a JSON string, with <, > and & as they are.
 func jsonString(s string) []byte {
