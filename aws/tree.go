@@ -185,7 +185,7 @@ func (d *doc) key(key string, v version) []byte {
 	case "dynamic/instance-identity":
 		return identityDir.list(d, v)
 	case "dynamic/instance-identity/document":
-		return at(v, sinceDynamic, d.def.static().identity)
+		return at(v, sinceDynamic, d.def.static().get(fIdentity))
 	case "dynamic/instance-identity/pkcs7":
 		return at(v, sinceDynamic, d.def.static().signed().pkcs7)
 	case "dynamic/instance-identity/signature":
@@ -193,7 +193,7 @@ func (d *doc) key(key string, v version) []byte {
 	case "meta-data":
 		return metaDataDir.list(d, v)
 	case "meta-data/ami-id":
-		return d.def.static().amiID
+		return d.def.static().get(fAMIID)
 	case "meta-data/ami-launch-index":
 		return valLaunchIndex
 	case "meta-data/block-device-mapping":
@@ -201,41 +201,41 @@ func (d *doc) key(key string, v version) []byte {
 	case "meta-data/block-device-mapping/ami", "meta-data/block-device-mapping/root":
 		return at(v, sinceBlockDevices, valRootDevice)
 	case "meta-data/hostname":
-		return d.def.static().hostname
+		return d.def.static().get(fHostname)
 	case "meta-data/local-hostname":
-		return at(v, sinceLocalHostname, d.def.static().hostname)
+		return at(v, sinceLocalHostname, d.def.static().get(fHostname))
 	case "meta-data/instance-id":
-		return d.def.static().instanceID
+		return d.def.static().get(fInstanceID)
 	case "meta-data/instance-life-cycle":
-		return at(v, sinceLifeCycle, d.def.static().lifeCycle)
+		return at(v, sinceLifeCycle, d.def.static().get(fLifeCycle))
 	case "meta-data/instance-type":
-		return at(v, sinceInstanceType, d.def.static().instanceType)
+		return at(v, sinceInstanceType, d.def.static().get(fInstanceType))
 	case "meta-data/local-ipv4":
-		return d.def.static().localIPv4
+		return d.def.static().get(fLocalIPv4)
 	case "meta-data/mac":
-		return at(v, sinceNetwork, d.def.static().macAddr)
+		return at(v, sinceNetwork, d.def.static().get(fMAC))
 	case "meta-data/network":
 		return networkDir.list(d, v)
 	case "meta-data/network/interfaces":
 		return interfacesDir.list(d, v)
 	case "meta-data/network/interfaces/macs":
-		return at(v, sinceNetwork, d.def.static().macDir)
+		return at(v, sinceNetwork, d.def.static().get(fMACDir))
 	case "meta-data/placement":
 		return placementDir.list(d, v)
 	case "meta-data/placement/availability-zone":
-		return at(v, sinceZone, d.def.static().zone)
+		return at(v, sinceZone, d.def.static().get(fZone))
 	case "meta-data/placement/region":
-		return at(v, sinceRegion, d.def.static().region)
+		return at(v, sinceRegion, d.def.static().get(fRegion))
 	case "meta-data/reservation-id":
-		return d.def.static().reservationID
+		return d.def.static().get(fReservationID)
 	case "meta-data/security-groups":
-		return d.def.static().securityGroups
+		return d.def.static().get(fSecurityGroups)
 	case "meta-data/services":
 		return servicesDir.list(d, v)
 	case "meta-data/services/domain":
-		return at(v, sinceDomain, d.def.static().domain)
+		return at(v, sinceDomain, d.def.static().get(fDomain))
 	case "meta-data/services/partition":
-		return at(v, sincePartition, d.def.static().partition)
+		return at(v, sincePartition, d.def.static().get(fPartition))
 	case "meta-data/events":
 		return eventsDir.list(d, v)
 	case "meta-data/events/maintenance":
@@ -269,7 +269,7 @@ func (d *doc) key(key string, v version) []byte {
 // VM's one interface, named by its MAC address, and its keys.
 func (st *static) iface(key string) []byte {
 	mac, leaf, _ := strings.Cut(key, "/")
-	if mac != string(st.macAddr) {
+	if mac != string(st.get(fMAC)) {
 		return nil
 	}
 	switch leaf {
@@ -278,21 +278,21 @@ func (st *static) iface(key string) []byte {
 	case "device-number":
 		return valDeviceNumber
 	case "interface-id":
-		return st.interfaceID
+		return st.get(fInterfaceID)
 	case "local-hostname":
-		return st.hostname
+		return st.get(fHostname)
 	case "local-ipv4s":
-		return st.localIPv4
+		return st.get(fLocalIPv4)
 	case "mac":
-		return st.macAddr
+		return st.get(fMAC)
 	case "owner-id":
-		return st.accountID
+		return st.get(fAccountID)
 	case "security-groups":
-		return st.securityGroups
+		return st.get(fSecurityGroups)
 	case "subnet-id":
-		return st.subnetID
+		return st.get(fSubnetID)
 	case "vpc-id":
-		return st.vpcID
+		return st.get(fVPCID)
 	}
 	return nil
 }
