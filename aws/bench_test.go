@@ -49,12 +49,7 @@ func benchVM(i int, ip netip.Addr, tokens string) *forewarn.VM {
 // the aws Server subscribed to it.
 func benchEngine(tb testing.TB, f *forewarn.Fleet) (*engine.Engine, *Server) {
 	tb.Helper()
-	e, err := engine.New(tb.Context(), engine.Config{Store: mem.New(), Fleet: f, AllowShortNotice: true})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { e.Close() })
-	s := NewServer(e, nil)
+	e, s := idleEngine(tb, f)
 	spec := engine.Spec{Type: forewarn.SystemMaintenance, Notice: 24 * time.Hour, VMs: make([]string, len(f.VMs))}
 	for i, vm := range f.VMs {
 		spec.VMs[i] = vm.Name
@@ -63,6 +58,18 @@ func benchEngine(tb testing.TB, f *forewarn.Fleet) (*engine.Engine, *Server) {
 		tb.Fatal(err)
 	}
 	return e, s
+}
+
+// idleEngine serves f from an in-memory store, without events, and
+// returns the engine and the aws Server subscribed to it.
+func idleEngine(tb testing.TB, f *forewarn.Fleet) (*engine.Engine, *Server) {
+	tb.Helper()
+	e, err := engine.New(tb.Context(), engine.Config{Store: mem.New(), Fleet: f, AllowShortNotice: true})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { e.Close() })
+	return e, NewServer(e, nil)
 }
 
 // getSetup returns a Server for two VMs with the event present, and a GET
@@ -152,16 +159,16 @@ func BenchmarkRender(b *testing.B) {
 			}
 			e, _ := benchEngine(b, f)
 			views := make([]*engine.View, n)
-			statics := make([]*static, n)
+			defs := make([]*def, n)
 			for i, vm := range f.VMs {
-				views[i], statics[i] = e.View(vm.Name), newStatic(vm)
+				views[i], defs[i] = e.View(vm.Name), &def{vm: vm}
 			}
 			docs := make([]*doc, n)
 			b.ReportAllocs()
 			for b.Loop() {
 				cache := &renderCache{} // as for a new version of the event
 				for i, v := range views {
-					docs[i] = render(v, statics[i], cache)
+					docs[i] = render(v, defs[i], cache)
 				}
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/VM")
@@ -169,6 +176,71 @@ func BenchmarkRender(b *testing.B) {
 				b.Fatalf("the last VM's scheduled events: %s", d.scheduled)
 			}
 		})
+	}
+}
+
+// BenchmarkRenderNew renders every VM of an idle N-VM fleet as a server
+// meeting them does: at its start, or as they join the inventory. One op
+// is the whole fleet; ns/VM is per VM.
+func BenchmarkRenderNew(b *testing.B) {
+	for _, n := range []int{1000, 10000, 100000} {
+		b.Run(fmt.Sprintf("vms=%d", n), func(b *testing.B) {
+			f := &forewarn.Fleet{VMs: make([]*forewarn.VM, n)}
+			for i := range f.VMs {
+				f.VMs[i] = benchVM(i, netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}), "optional")
+			}
+			e, _ := idleEngine(b, f)
+			views := make([]*engine.View, n)
+			for i, vm := range f.VMs {
+				views[i] = e.View(vm.Name)
+			}
+			docs := make([]*doc, n)
+			b.ReportAllocs()
+			for b.Loop() {
+				cache := &renderCache{}
+				for i, v := range views {
+					docs[i] = render(v, &def{vm: v.VM}, cache)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/VM")
+			if d := docs[n-1]; string(d.scheduled) != "[]" {
+				b.Fatalf("the last VM's scheduled events: %s", d.scheduled)
+			}
+		})
+	}
+}
+
+// BenchmarkGETStatic is an IMDSv1 GET of meta-data/instance-id, a key
+// of the VM's definition, once the VM has asked for one.
+func BenchmarkGETStatic(b *testing.B) {
+	s, r := getSetup(b, benchV1)
+	r.URL.Path = "/latest/meta-data/instance-id"
+	w := &discard{h: http.Header{}}
+	b.ReportAllocs()
+	for b.Loop() {
+		clear(w.h)
+		s.ServeHTTP(w, r)
+	}
+	if w.code != http.StatusOK || string(w.body) != "i-00000000000000000" {
+		b.Fatalf("status %d, %q", w.code, w.body)
+	}
+}
+
+// BenchmarkFirstGET is a VM's first GET of a key of its definition,
+// meta-data/instance-id, which builds the definition's static answers.
+func BenchmarkFirstGET(b *testing.B) {
+	s, r := getSetup(b, benchV1)
+	r.URL.Path = "/latest/meta-data/instance-id"
+	df := s.slots.Load("vm000000").doc.Load().def
+	w := &discard{h: http.Header{}}
+	b.ReportAllocs()
+	for b.Loop() {
+		df.st.Store(nil) // as before the VM's first request
+		clear(w.h)
+		s.ServeHTTP(w, r)
+	}
+	if w.code != http.StatusOK || string(w.body) != "i-00000000000000000" {
+		b.Fatalf("status %d, %q", w.code, w.body)
 	}
 }
 

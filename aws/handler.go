@@ -146,8 +146,11 @@ func (s *Server) SetHistory(h *history.History) { s.history = h }
 func (s *Server) SetMetrics(m *metrics.Metrics) { s.metrics = m.API("aws", routes) }
 
 // NewServer returns a Server answering for eng's inventory. It renders
-// every aws VM's metadata now and again whenever the engine publishes a
-// change, and makes and drops the VMs' slots as the inventory changes.
+// every aws VM's event keys now and again whenever the engine publishes
+// a change, and makes and drops the VMs' slots as the inventory changes;
+// a VM's keys that follow from its definition alone (its instance ID,
+// hostname, identity document and the like) wait for the VM's first
+// request for one of them, and are kept while its definition stays.
 func NewServer(eng *engine.Engine, log *slog.Logger) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -163,13 +166,13 @@ func NewServer(eng *engine.Engine, log *slog.Logger) *Server {
 				sl.reg.Store(v.Registration)
 				sl.lastToken.Store(nil)
 			}
-			var st *static
-			if prev := sl.doc.Load(); prev != nil && *prev.static.vm == *v.VM {
-				st = prev.static
+			var df *def
+			if prev := sl.doc.Load(); prev != nil && *prev.def.vm == *v.VM {
+				df = prev.def // and its static answers, if built
 			} else {
-				st = newStatic(v.VM) // new, or a new definition
+				df = &def{vm: v.VM} // new, or a new definition
 			}
-			sl.doc.Store(render(v, st, cache))
+			sl.doc.Store(render(v, df, cache))
 		}, nil)
 	})
 	return s
@@ -280,7 +283,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, vm *forewarn.VM) 
 		notAllowed(w, "GET, HEAD")
 		return
 	}
-	if tok, ok := r.Header[tokenKey]; ok || d.static.tokensRequired {
+	if tok, ok := r.Header[tokenKey]; ok || d.def.tokensRequired() {
 		left := s.checkAny(vm, sl, tok)
 		if left == nil {
 			// Refused, not mistaken, as a 403 or a 429: the caller
@@ -342,11 +345,11 @@ func (s *Server) handleToken(w http.ResponseWriter, r *http.Request, vm *forewar
 	if caller.Relayed(r) != nil {
 		// The relay sets it on its answer to the VM: only the host
 		// holds the VM's connection.
-		h[caller.HopLimitHeader] = []string{strconv.Itoa(d.static.hopLimit)}
+		h[caller.HopLimitHeader] = []string{strconv.Itoa(d.def.hopLimit())}
 	} else if c, ok := r.Context().Value(connKey{}).(syscall.Conn); ok {
 		// A connection without a socket (an in-memory pipe) has no hop
 		// limit to set.
-		if err := setTTL(c, d.static.hopLimit); err != nil && !errors.Is(err, errors.ErrUnsupported) {
+		if err := setTTL(c, d.def.hopLimit()); err != nil && !errors.Is(err, errors.ErrUnsupported) {
 			s.log.Warn("set the hop limit of a token answer", "vm", vm.Name, "err", err)
 		}
 	}

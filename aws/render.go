@@ -28,10 +28,13 @@ import (
 // "21 Jan 2019 09:00:43 GMT".
 const EventTime = "2 Jan 2006 15:04:05 GMT"
 
-// doc is one EC2 VM's metadata as of one engine View: every answer
-// prepared, so that a GET only picks bytes. A doc is immutable.
+// doc is one EC2 VM's metadata as of one engine View, rendered when the
+// engine publishes the view: the answers that change with the VM's
+// events prepared, so that a GET of them only picks bytes, and the
+// definition's answers reached through def, built on the VM's first
+// request for one. A doc is immutable.
 type doc struct {
-	static *static
+	def *def
 	// The keys that change with the VM's events; nil means 404.
 	scheduled, history          []byte
 	instanceAction, termination []byte
@@ -48,23 +51,83 @@ type doc struct {
 	spot1, scaleIn *history.Ref
 }
 
-// static holds the answers that never change for one VM definition.
-type static struct {
-	vm *forewarn.VM // the definition they are of
+// def is one VM definition, shared by every doc of the VM while its
+// definition stays the same. It builds the definition's static answers
+// on the first request that needs one, and keeps them: until then a VM
+// costs its server a def, not the kilobyte or so of its answers, and
+// most VMs of a large fleet ask for few keys, or none.
+type def struct {
+	vm *forewarn.VM // the definition; never modified
+	st atomic.Pointer[static]
+}
 
-	instanceID, instanceType, zone, region, localIPv4, hostname []byte
-	lifeCycle, amiID, macAddr, identity                         []byte
-	reservationID, securityGroups, accountID                    []byte
-	interfaceID, subnetID, vpcID, domain, partition             []byte
-	// macDir lists network/interfaces/macs/: the one interface.
-	macDir []byte
+// static returns the definition's static answers, building them on its
+// first call. Concurrent first calls may each build them; all return
+// the one that was stored first.
+func (df *def) static() *static {
+	if st := df.st.Load(); st != nil {
+		return st
+	}
+	df.st.CompareAndSwap(nil, newStatic(df.vm))
+	return df.st.Load()
+}
+
+// tokensRequired reports whether the VM requires IMDSv2 session tokens
+// (httpTokens: required). Read from the definition, it builds nothing:
+// the token PUT and the token check of a GET come before any key.
+func (df *def) tokensRequired() bool { return df.vm.HTTPTokens == "required" }
+
+// hopLimit returns the IP TTL of a token PUT's answer: the VM's hop
+// limit, at least 1.
+func (df *def) hopLimit() int { return max(df.vm.HopLimit, 1) }
+
+// static holds the answers that never change for one VM definition:
+// its def builds them on the VM's first request for one of them, and
+// they live as long as the definition. The answers lie one after
+// another in one buffer, which costs a VM less than a slice each.
+type static struct {
+	buf []byte            // the answers, in the order of the fields
+	end [numFields]uint32 // where each field's answer ends in buf
 	// sig holds the identity document's pkcs7 and signature, made on
 	// their first request: few clients read them.
 	sig atomic.Pointer[signedIdentity]
-	// tokensRequired reports httpTokens: required; hopLimit is the IP
-	// TTL of a token PUT's answer.
-	tokensRequired bool
-	hopLimit       int
+}
+
+// field names one of a static's answers.
+type field uint8
+
+// The static answers, in their order in a static's buffer.
+const (
+	fInstanceID field = iota
+	fInstanceType
+	fZone
+	fRegion
+	fLocalIPv4
+	fHostname
+	fLifeCycle
+	fAMIID
+	fMAC
+	fMACDir // network/interfaces/macs/ lists the one interface: the MAC and a slash
+	fIdentity
+	fReservationID
+	fSecurityGroups
+	fAccountID
+	fInterfaceID
+	fVPCID
+	fSubnetID
+	fDomain
+	fPartition
+	numFields
+)
+
+// get returns the answer of f. Its capacity ends with it: an append
+// to it copies.
+func (st *static) get(f field) []byte {
+	var from uint32
+	if f > 0 {
+		from = st.end[f-1]
+	}
+	return st.buf[from:st.end[f]:st.end[f]]
 }
 
 // The defaults of an EC2 VM's keys a fleet file leaves out
@@ -86,13 +149,20 @@ var (
 	valRootDevice   = []byte("/dev/xvda")
 )
 
+// newStatic renders the static answers of vm, but for the signed
+// identity, which waits for its own first request.
 func newStatic(vm *forewarn.VM) *static {
 	ip := "127.0.0.1"
 	if vm.IP.IsValid() {
 		ip = vm.IP.String()
 	}
 	region := vm.Region()
-	host := "ip-" + strings.NewReplacer(".", "-", ":", "-").Replace(ip)
+	host := "ip-" + strings.Map(func(r rune) rune {
+		if r == '.' || r == ':' {
+			return '-'
+		}
+		return r
+	}, ip)
 	if region == "us-east-1" {
 		host += ".ec2.internal"
 	} else {
@@ -108,16 +178,25 @@ func newStatic(vm *forewarn.VM) *static {
 	subnet := cmp.Or(vm.SubnetID, hexID("subnet-", vpc, vm.Zone))
 	partition, domain := partitionOf(region)
 	m := mac(vm.InstanceID)
-	return &static{
-		vm:         vm,
-		instanceID: []byte(vm.InstanceID), instanceType: []byte(vm.MachineType), zone: []byte(vm.Zone),
-		region: []byte(region), localIPv4: []byte(ip), hostname: []byte(host), lifeCycle: []byte(life),
-		amiID: []byte(ami), macAddr: []byte(m), identity: identityDocument(vm, ip, region, ami, account),
-		reservationID: []byte(hexID("r-", vm.InstanceID)), securityGroups: []byte(cmp.Or(vm.SecurityGroups, SecurityGroup)),
-		accountID: []byte(account), interfaceID: []byte(hexID("eni-", vm.InstanceID)), subnetID: []byte(subnet),
-		vpcID: []byte(vpc), domain: []byte(domain), partition: []byte(partition), macDir: []byte(m + "/"),
-		tokensRequired: vm.HTTPTokens == "required", hopLimit: max(vm.HopLimit, 1),
+	vals := [numFields]string{
+		fInstanceID: vm.InstanceID, fInstanceType: vm.MachineType, fZone: vm.Zone, fRegion: region,
+		fLocalIPv4: ip, fHostname: host, fLifeCycle: life, fAMIID: ami, fMAC: m, fMACDir: m + "/",
+		fReservationID: hexID("r-", vm.InstanceID), fSecurityGroups: cmp.Or(vm.SecurityGroups, SecurityGroup),
+		fAccountID: account, fInterfaceID: hexID("eni-", vm.InstanceID), fVPCID: vpc, fSubnetID: subnet,
+		fDomain: domain, fPartition: partition,
 	}
+	st := &static{}
+	b := make([]byte, 0, 1024) // the usual VM's, with room
+	for f, v := range vals {
+		if field(f) == fIdentity {
+			b = appendIdentity(b, vm, ip, region, ami, account)
+		} else {
+			b = append(b, v...)
+		}
+		st.end[f] = uint32(len(b))
+	}
+	st.buf = bytes.Clone(b)
+	return st
 }
 
 // hexID returns prefix and 17 hex digits that parts determine: an EC2
@@ -139,13 +218,12 @@ func partitionOf(region string) (partition, domain string) {
 	return "aws", "amazonaws.com"
 }
 
-// identityDocument renders the instance identity document in EC2's own
+// appendIdentity appends the instance identity document in EC2's own
 // layout: " : " separators, and null for the fields a plain instance
 // lacks.
-func identityDocument(vm *forewarn.VM, ip, region, ami, account string) []byte {
-	var b bytes.Buffer
-	b.WriteString("{\n")
-	for i, f := range [][2]string{
+func appendIdentity(b []byte, vm *forewarn.VM, ip, region, ami, account string) []byte {
+	b = append(b, "{\n"...)
+	for i, f := range [...][2]string{
 		{"accountId", account}, {"architecture", "x86_64"}, {"availabilityZone", vm.Zone},
 		{"billingProducts", ""}, {"devpayProductCodes", ""}, {"marketplaceProductCodes", ""},
 		{"imageId", ami}, {"instanceId", vm.InstanceID}, {"instanceType", vm.MachineType}, {"kernelId", ""},
@@ -153,16 +231,15 @@ func identityDocument(vm *forewarn.VM, ip, region, ami, account string) []byte {
 		{"version", "2017-09-30"},
 	} {
 		if i > 0 {
-			b.WriteString(",\n")
+			b = append(b, ",\n"...)
 		}
-		v := []byte("null")
-		if f[1] != "" {
-			v = jsonString(f[1])
+		if f[1] == "" {
+			b = append(append(append(b, `  "`...), f[0]...), `" : null`...)
+		} else {
+			b = appendField(b, f[0], f[1])
 		}
-		fmt.Fprintf(&b, "  %q : %s", f[0], v)
 	}
-	b.WriteString("\n}")
-	return b.Bytes()
+	return append(b, "\n}"...)
 }
 
 // signedIdentity is the identity document's pkcs7 and signature keys.
@@ -179,11 +256,11 @@ func (st *static) signed() *signedIdentity {
 	}
 	var sig []byte
 	for i := byte(0); len(sig) < 128; i++ {
-		h := sha512.Sum512(append([]byte{i}, st.identity...))
+		h := sha512.Sum512(append([]byte{i}, st.get(fIdentity)...))
 		sig = append(sig, h[:]...)
 	}
 	s := &signedIdentity{
-		pkcs7:     lines(base64.StdEncoding.EncodeToString(append(slices.Clip(st.identity), sig...)), 64),
+		pkcs7:     lines(base64.StdEncoding.EncodeToString(append(st.get(fIdentity), sig...)), 64),
 		signature: lines(base64.StdEncoding.EncodeToString(sig), 76),
 	}
 	st.sig.CompareAndSwap(nil, s)
@@ -293,17 +370,23 @@ func entry(ev *forewarn.Event) scheduledEvent {
 var emptyList = []byte("[]")
 
 // renderCache shares the rendering of one event version between every
-// VM that lists it: an event naming 100,000 VMs is rendered once, not
-// once per VM. Entries go when their event version is garbage.
+// VM that lists it, and between the docs of one VM that list it: an
+// event naming 100,000 VMs is rendered once, not once per VM, and a VM
+// whose other keys change lists its events again without rendering
+// them. Entries go when their event version is garbage.
 type renderCache struct {
 	mu sync.Mutex
-	// entries holds an event's entry, "{...}"; alone its one-event list,
-	// "[ {...} ]", the whole answer of most VMs.
-	entries, alone weakmap.Map[forewarn.Event, []byte]
+	// alone holds an event's one-event list, "[ {...} ]", the whole
+	// answer of most VMs; the entry, "{...}", that a list of several
+	// shows is a slice of it.
+	alone weakmap.Map[forewarn.Event, []byte]
 	// lists holds, by its last event, a list of several events: VMs that
 	// list the same event versions (the VMs of fleet-wide events) share
 	// one rendering.
 	lists weakmap.Map[forewarn.Event, *sharedList]
+	// buf is where single renders an event, under mu, before it keeps a
+	// copy of the rendering's own size.
+	buf []byte
 }
 
 // sharedList is a rendered list of several events, which it refers to
@@ -336,17 +419,22 @@ func (c *renderCache) list(sel []*forewarn.Event) []byte {
 	if ok && sl.same(sel) {
 		return sl.b
 	}
-	var b bytes.Buffer
-	b.WriteString("[ ")
+	entries := make([][]byte, len(sel))
+	n := len("[  ]") + len(", ")*(len(sel)-1)
 	for i, ev := range sel {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.Write(c.entry(ev))
+		entries[i] = c.entry(ev)
+		n += len(entries[i])
 	}
-	b.WriteString(" ]")
+	b := append(make([]byte, 0, n), "[ "...)
+	for i, e := range entries {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = append(b, e...)
+	}
+	b = append(b, " ]"...)
 	if !ok {
-		sl = &sharedList{evs: make([]weak.Pointer[forewarn.Event], len(sel)), b: b.Bytes()}
+		sl = &sharedList{evs: make([]weak.Pointer[forewarn.Event], len(sel)), b: b}
 		for i, ev := range sel {
 			sl.evs[i] = weak.Make(ev)
 		}
@@ -356,52 +444,52 @@ func (c *renderCache) list(sel []*forewarn.Event) []byte {
 		}
 		c.mu.Unlock()
 	}
-	return b.Bytes()
+	return b
 }
 
-// entry returns ev's entry, rendered once.
+// entry returns ev's entry, rendered once: its one-event list without
+// the brackets.
 func (c *renderCache) entry(ev *forewarn.Event) []byte {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if b, ok := c.entries.Get(ev); ok {
-		return b
-	}
-	b := entryJSON(ev)
-	c.entries.Put(ev, b)
-	return b
+	b := c.single(ev)
+	return b[2 : len(b)-2 : len(b)-2]
 }
 
 // single returns the list of ev alone, rendered once.
 func (c *renderCache) single(ev *forewarn.Event) []byte {
-	e := c.entry(ev)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if b, ok := c.alone.Get(ev); ok {
 		return b
 	}
-	b := make([]byte, 0, len(e)+4)
-	b = append(append(append(b, "[ "...), e...), " ]"...)
+	c.buf = append(appendEntry(append(c.buf[:0], "[ "...), ev), " ]"...)
+	b := bytes.Clone(c.buf)
 	c.alone.Put(ev, b)
 	return b
 }
 
-// entryJSON renders ev in EC2's own layout: two-space fields with " : ".
-func entryJSON(ev *forewarn.Event) []byte {
+// appendEntry appends ev in EC2's own layout: two-space fields with
+// " : ".
+func appendEntry(b []byte, ev *forewarn.Event) []byte {
 	e := entry(ev)
-	var b bytes.Buffer
-	b.WriteString("{\n")
-	for j, f := range [][2]string{{"NotBefore", e.NotBefore}, {"Code", e.Code}, {"Description", e.Description},
+	b = append(b, "{\n"...)
+	for j, f := range [...][2]string{{"NotBefore", e.NotBefore}, {"Code", e.Code}, {"Description", e.Description},
 		{"EventId", e.EventID}, {"NotAfter", e.NotAfter}, {"NotBeforeDeadline", e.NotBeforeDeadline}, {"State", e.State}} {
 		if f[1] == "" {
 			continue
 		}
 		if j > 0 {
-			b.WriteString(",\n")
+			b = append(b, ",\n"...)
 		}
-		fmt.Fprintf(&b, "  %q : %s", f[0], jsonString(f[1]))
+		b = appendField(b, f[0], f[1])
 	}
-	b.WriteString("\n}")
-	return b.Bytes()
+	return append(b, "\n}"...)
+}
+
+// appendField appends a field of EC2's layout, `  "name" : value`, with
+// value as a JSON string; name needs no escaping.
+func appendField(b []byte, name, value string) []byte {
+	b = append(append(append(b, `  "`...), name...), `" : `...)
+	return appendJSONString(b, value)
 }
 
 // eventList renders the EC2 scheduled events of evs that keep keeps as a
@@ -435,10 +523,11 @@ func eventList(evs []*forewarn.Event, keep func(*forewarn.Event) bool, cache *re
 	return cache.list(sel)
 }
 
-// render builds the doc of v's VM, reusing st and the renderings in
-// cache.
-func render(v *engine.View, st *static, cache *renderCache) *doc {
-	d := &doc{static: st, gone: v.Deleted}
+// render builds the doc of v's VM, whose definition is df: its event
+// keys, from the renderings in cache where another VM shows the same
+// event versions. It builds none of df's static answers.
+func render(v *engine.View, df *def, cache *renderCache) *doc {
+	d := &doc{def: df, gone: v.Deleted}
 	d.scheduled = eventList(v.Events, v.Own, cache)
 	for _, ev := range v.Events {
 		if ev.Type.EC2() && v.Own(ev) {
@@ -511,6 +600,16 @@ func same(a, b []byte) bool { return len(a) > 0 && len(b) == len(a) && &a[0] == 
 
 // lsTerminated is target-lifecycle-state once a scale-in began.
 var lsTerminated = []byte("Terminated")
+
+// appendJSONString appends s as a JSON string, as jsonString returns it.
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			return append(b, jsonString(s)...) // a string to escape
+		}
+	}
+	return append(append(append(b, '"'), s...), '"')
+}
 
 // jsonString returns s as a JSON string, with <, > and & as they are.
 func jsonString(s string) []byte {

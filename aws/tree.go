@@ -174,9 +174,9 @@ func at(v, from version, b []byte) []byte {
 }
 
 // key returns the answer to key, a path below version v without a final
-// slash, or nil for 404.
+// slash, or nil for 404. Only the keys of the VM's definition build its
+// static answers, on the first request for one.
 func (d *doc) key(key string, v version) []byte {
-	st := d.static
 	switch key {
 	case "":
 		return versionDir.list(d, v)
@@ -185,15 +185,15 @@ func (d *doc) key(key string, v version) []byte {
 	case "dynamic/instance-identity":
 		return identityDir.list(d, v)
 	case "dynamic/instance-identity/document":
-		return at(v, sinceDynamic, st.identity)
+		return at(v, sinceDynamic, d.def.static().get(fIdentity))
 	case "dynamic/instance-identity/pkcs7":
-		return at(v, sinceDynamic, st.signed().pkcs7)
+		return at(v, sinceDynamic, d.def.static().signed().pkcs7)
 	case "dynamic/instance-identity/signature":
-		return at(v, sinceDynamic, st.signed().signature)
+		return at(v, sinceDynamic, d.def.static().signed().signature)
 	case "meta-data":
 		return metaDataDir.list(d, v)
 	case "meta-data/ami-id":
-		return st.amiID
+		return d.def.static().get(fAMIID)
 	case "meta-data/ami-launch-index":
 		return valLaunchIndex
 	case "meta-data/block-device-mapping":
@@ -201,41 +201,41 @@ func (d *doc) key(key string, v version) []byte {
 	case "meta-data/block-device-mapping/ami", "meta-data/block-device-mapping/root":
 		return at(v, sinceBlockDevices, valRootDevice)
 	case "meta-data/hostname":
-		return st.hostname
+		return d.def.static().get(fHostname)
 	case "meta-data/local-hostname":
-		return at(v, sinceLocalHostname, st.hostname)
+		return at(v, sinceLocalHostname, d.def.static().get(fHostname))
 	case "meta-data/instance-id":
-		return st.instanceID
+		return d.def.static().get(fInstanceID)
 	case "meta-data/instance-life-cycle":
-		return at(v, sinceLifeCycle, st.lifeCycle)
+		return at(v, sinceLifeCycle, d.def.static().get(fLifeCycle))
 	case "meta-data/instance-type":
-		return at(v, sinceInstanceType, st.instanceType)
+		return at(v, sinceInstanceType, d.def.static().get(fInstanceType))
 	case "meta-data/local-ipv4":
-		return st.localIPv4
+		return d.def.static().get(fLocalIPv4)
 	case "meta-data/mac":
-		return at(v, sinceNetwork, st.macAddr)
+		return at(v, sinceNetwork, d.def.static().get(fMAC))
 	case "meta-data/network":
 		return networkDir.list(d, v)
 	case "meta-data/network/interfaces":
 		return interfacesDir.list(d, v)
 	case "meta-data/network/interfaces/macs":
-		return at(v, sinceNetwork, st.macDir)
+		return at(v, sinceNetwork, d.def.static().get(fMACDir))
 	case "meta-data/placement":
 		return placementDir.list(d, v)
 	case "meta-data/placement/availability-zone":
-		return at(v, sinceZone, st.zone)
+		return at(v, sinceZone, d.def.static().get(fZone))
 	case "meta-data/placement/region":
-		return at(v, sinceRegion, st.region)
+		return at(v, sinceRegion, d.def.static().get(fRegion))
 	case "meta-data/reservation-id":
-		return st.reservationID
+		return d.def.static().get(fReservationID)
 	case "meta-data/security-groups":
-		return st.securityGroups
+		return d.def.static().get(fSecurityGroups)
 	case "meta-data/services":
 		return servicesDir.list(d, v)
 	case "meta-data/services/domain":
-		return at(v, sinceDomain, st.domain)
+		return at(v, sinceDomain, d.def.static().get(fDomain))
 	case "meta-data/services/partition":
-		return at(v, sincePartition, st.partition)
+		return at(v, sincePartition, d.def.static().get(fPartition))
 	case "meta-data/events":
 		return eventsDir.list(d, v)
 	case "meta-data/events/maintenance":
@@ -260,7 +260,7 @@ func (d *doc) key(key string, v version) []byte {
 		return at(v, sinceAutoscaling, d.lifecycle)
 	}
 	if rest, ok := strings.CutPrefix(key, "meta-data/network/interfaces/macs/"); ok && v >= sinceNetwork {
-		return st.iface(rest)
+		return d.def.static().iface(rest)
 	}
 	return nil
 }
@@ -269,7 +269,7 @@ func (d *doc) key(key string, v version) []byte {
 // VM's one interface, named by its MAC address, and its keys.
 func (st *static) iface(key string) []byte {
 	mac, leaf, _ := strings.Cut(key, "/")
-	if mac != string(st.macAddr) {
+	if mac != string(st.get(fMAC)) {
 		return nil
 	}
 	switch leaf {
@@ -278,21 +278,21 @@ func (st *static) iface(key string) []byte {
 	case "device-number":
 		return valDeviceNumber
 	case "interface-id":
-		return st.interfaceID
+		return st.get(fInterfaceID)
 	case "local-hostname":
-		return st.hostname
+		return st.get(fHostname)
 	case "local-ipv4s":
-		return st.localIPv4
+		return st.get(fLocalIPv4)
 	case "mac":
-		return st.macAddr
+		return st.get(fMAC)
 	case "owner-id":
-		return st.accountID
+		return st.get(fAccountID)
 	case "security-groups":
-		return st.securityGroups
+		return st.get(fSecurityGroups)
 	case "subnet-id":
-		return st.subnetID
+		return st.get(fSubnetID)
 	case "vpc-id":
-		return st.vpcID
+		return st.get(fVPCID)
 	}
 	return nil
 }
