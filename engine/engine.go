@@ -219,7 +219,7 @@ type Engine struct {
 	fence   string
 	events  map[string]*forewarn.Event
 	// byVM indexes events by each of their Resources, and byWave by wave.
-	byVM   map[string]map[string]*forewarn.Event
+	byVM   map[string]evSet
 	byWave map[string]map[string]*forewarn.Event
 	// byGroup indexes the active events by the scope groups of more than
 	// one VM that their Resources belong to, so a VM's view is built from
@@ -1197,7 +1197,7 @@ func (e *Engine) buildView(vm *forewarn.VM) *View {
 			}
 		}
 	}
-	for _, ev := range e.byVM[vm.Name] {
+	for ev := range e.eventsOf(vm.Name) {
 		if ev.Status.Active() {
 			v.own = append(v.own, ev)
 			if !shared {
@@ -1247,12 +1247,9 @@ func (e *Engine) install(ev *forewarn.Event) {
 		}
 	}
 	for _, r := range ev.Resources {
-		m := e.byVM[r]
-		if m == nil {
-			m = map[string]*forewarn.Event{}
-			e.byVM[r] = m
-		}
-		m[ev.ID] = ev
+		s := e.byVM[r]
+		s.put(ev)
+		e.byVM[r] = s
 	}
 	if ev.Status.Active() {
 		e.indexGroups(ev)
@@ -1280,7 +1277,13 @@ func (e *Engine) install(ev *forewarn.Event) {
 // must be held.
 func (e *Engine) uninstall(old *forewarn.Event) {
 	for _, r := range old.Resources {
-		delete(e.byVM[r], old.ID)
+		if s, ok := e.byVM[r]; ok {
+			if s.remove(old.ID) {
+				delete(e.byVM, r)
+			} else {
+				e.byVM[r] = s
+			}
+		}
 	}
 	e.unindexGroups(e.cur(), old) // and drops a group's index once empty
 	if old.Type == forewarn.Terminate {
@@ -1341,7 +1344,7 @@ func (e *Engine) watched(ev *forewarn.Event) bool {
 			continue
 		}
 		var lastEnd time.Time
-		for _, other := range e.byVM[name] {
+		for other := range e.eventsOf(name) {
 			if other.Type.HostMaintenance() && other.Status == forewarn.Completed && other.EndedAt.After(lastEnd) {
 				lastEnd = other.EndedAt
 			}

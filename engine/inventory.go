@@ -225,7 +225,7 @@ func (e *Engine) dropRemoved(defs map[string]*forewarn.Definition, now time.Time
 		if d != nil {
 			continue
 		}
-		for _, ev := range e.byVM[name] {
+		for ev := range e.eventsOf(name) {
 			if !ev.Status.Active() && ev.Status != forewarn.Pending {
 				continue
 			}
@@ -281,7 +281,7 @@ func (e *Engine) moved(inv, next *inventory) map[string]bool {
 // hasActive reports whether an active event names the VM named name.
 // e.mu must be held.
 func (e *Engine) hasActive(name string) bool {
-	for _, ev := range e.byVM[name] {
+	for ev := range e.eventsOf(name) {
 		if ev.Status.Active() {
 			return true
 		}
@@ -442,7 +442,7 @@ func (e *Engine) detach(inv *inventory, changed []*forewarn.Event, names map[str
 	var ids []string
 	seen := map[string]bool{}
 	for n := range names {
-		for _, ev := range e.byVM[n] {
+		for ev := range e.eventsOf(n) {
 			if ev.Status.Active() && !seen[ev.ID] {
 				seen[ev.ID] = true
 				ids = append(ids, ev.ID)

@@ -322,7 +322,7 @@ func (e *Engine) reset(st *forewarn.State) {
 	e.disarmAll()
 	e.events = make(map[string]*forewarn.Event, len(st.Events))
 	clear(e.counts)
-	e.byVM = make(map[string]map[string]*forewarn.Event)
+	e.byVM = make(map[string]evSet)
 	e.byWave = make(map[string]map[string]*forewarn.Event)
 	e.byGroup = make(map[**forewarn.VM]map[string]*forewarn.Event)
 	e.terms = make(map[string]map[string]*forewarn.Event)

@@ -81,7 +81,7 @@ func (e *Engine) startVM(ctx context.Context, name string) (VMInfo, error) {
 	}
 	now := time.Now()
 	var changed []*forewarn.Event
-	for _, ev := range e.byVM[name] {
+	for ev := range e.eventsOf(name) {
 		if ends(ev) {
 			c := ev.Clone()
 			c.ResumedAt = now.Round(0)
@@ -174,8 +174,8 @@ func (e *Engine) settle(now time.Time, changed []*forewarn.Event) []*forewarn.Ev
 					continue
 				}
 				gone[name] = true
-				for id := range e.byVM[name] {
-					others = append(others, id)
+				for ev := range e.eventsOf(name) {
+					others = append(others, ev.ID)
 				}
 			}
 			slices.Sort(others)
