@@ -338,8 +338,7 @@ func ownKey(p string) bool {
 
 // staticNodes renders the nodes of vm's tree that do not change with
 // the engine's view, in layout order, leaving nil the places of the
-// dynamic keys and of the directories above them. Directories' recursive
-// forms are filled on first use.
+// dynamic keys and of the directories above them.
 func (c *renderCache) staticNodes(vm *forewarn.VM) []*node {
 	out := make([]*node, len(layout.lists))
 	buildTree(vm, "", "", nil).walk("", func(p string, v any, dir *tree) {
@@ -348,9 +347,7 @@ func (c *renderCache) staticNodes(vm *forewarn.VM) []*node {
 		case slices.Contains(dynamicKeys[:], p) || slices.Contains(dirKeys[:], p):
 			// Each document's own (doc.node).
 		case dir != nil:
-			l := layout.lists[i]
-			out[i] = &node{dir: true, text: l.text, textLen: l.textLen, json: l.json,
-				fill: func(n *node) { n.fillFrom(buildTree(vm, "", "", nil).at(p)) }}
+			out[i] = c.directory(i, dir)
 		case ownKey(p):
 			out[i] = leafNode(v)
 		default:
@@ -414,8 +411,12 @@ func leafNode(v any) *node {
 		n.text = []byte(noNotification)
 		n.json = n.text
 	case string:
-		n.text = []byte(v)
 		n.json = quote(v)
+		if t := n.json[1 : len(n.json)-1]; string(t) == v {
+			n.text = t[:len(t):len(t)] // plainly quoted: one array for both
+		} else {
+			n.text = []byte(v)
+		}
 	case int64:
 		n.text = strconv.AppendInt(nil, v, 10)
 		n.json = n.text
@@ -441,8 +442,13 @@ func leafNode(v any) *node {
 		}
 		n.json = append(j, '}')
 	}
-	n.etag = etag(n.text)
-	n.textLen = []string{strconv.Itoa(len(n.text))}
+	// The ETag and Content-Length values share one string and one
+	// slice.
+	var buf [16 + 20]byte
+	b := strconv.AppendInt(hexHash(buf[:0], n.text), int64(len(n.text)), 10)
+	h := string(b)
+	hdr := []string{h[:16], h[16:]}
+	n.etag, n.textLen = hdr[:1:1], hdr[1:]
 	return n
 }
 
@@ -459,11 +465,14 @@ func quote(s string) []byte {
 }
 
 // etag derives a 16-hex-digit ETag from a value, as a header value.
-func etag(b []byte) []string {
+func etag(b []byte) []string { return []string{string(hexHash(nil, b))} }
+
+// hexHash appends to dst the 16 hex digits of b's hash, b's ETag.
+func hexHash(dst, b []byte) []byte {
 	h := fnv.New64a()
 	h.Write(b)
 	var sum [8]byte
-	return []string{hex.EncodeToString(binary.BigEndian.AppendUint64(sum[:0], h.Sum64()))}
+	return hex.AppendEncode(dst, binary.BigEndian.AppendUint64(sum[:0], h.Sum64()))
 }
 
 // refs returns references to the events view v's dynamic keys show:
@@ -532,6 +541,8 @@ type renderCache struct {
 	mu      sync.Mutex
 	leaves  memo.Table[string, *node]
 	numbers memo.Table[int64, *node]
+	// dirs holds static directories by place and recursive form.
+	dirs memo.Table[string, *node]
 	// up holds upcoming-maintenance values by what they are made of, so
 	// that the events of a fleet-wide maintenance, one per VM, share
 	// one; an entry goes with the last document that holds its value.
@@ -546,6 +557,21 @@ type renderCache struct {
 type upcomingEntry struct {
 	fields map[string]string
 	node   *node
+}
+
+// directory returns the node of directory t, at place i of the layout,
+// with its recursive forms: the static directories hold a few shared
+// values (scheduling, project), so VMs share their nodes too.
+func (c *renderCache) directory(i int, t *tree) *node {
+	recursive, _ := json.Marshal(t.recursive())
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.dirs.Get(strconv.Itoa(i)+string(recursive), func() *node {
+		l := layout.lists[i]
+		n := &node{dir: true, text: l.text, textLen: l.textLen, json: l.json}
+		n.fillFrom(t)
+		return n
+	})
 }
 
 // number returns the node of a numeric value.
