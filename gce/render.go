@@ -108,17 +108,23 @@ type doc struct {
 // directories above them. One VM definition's documents share it.
 type statics struct {
 	vm    *forewarn.VM
-	once  sync.Once
 	cache *renderCache
 	// nodes is in layout order; the places of the dynamic keys and of
 	// the directories above them are nil.
-	nodes []*node
+	nodes atomic.Pointer[[]*node]
 }
 
-// get returns the static nodes, rendering them on first use.
+// get returns the static nodes, rendering them on first use. Requests
+// racing to be first may each render them; one rendering is kept.
 func (s *statics) get() []*node {
-	s.once.Do(func() { s.nodes = s.cache.staticNodes(s.vm) })
-	return s.nodes
+	if p := s.nodes.Load(); p != nil {
+		return *p
+	}
+	nodes := s.cache.staticNodes(s.vm)
+	if !s.nodes.CompareAndSwap(nil, &nodes) {
+		return *s.nodes.Load()
+	}
+	return nodes
 }
 
 // upcomingFields are the keys of upcoming-maintenance, in output order.

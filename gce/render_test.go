@@ -30,14 +30,14 @@ func TestRenderIsLazy(t *testing.T) {
 	if !d.has("instance/name") || !d.has("instance/scheduling/") || d.has("instance/nothing") {
 		t.Errorf("has answers wrongly")
 	}
-	if d.statics.nodes != nil || d.dirs.Load() != nil {
+	if d.statics.nodes.Load() != nil || d.dirs.Load() != nil {
 		t.Fatalf("reading the dynamic keys rendered more")
 	}
 	if n := d.node("instance/name"); string(n.text) != "vm" {
 		t.Fatalf("instance/name = %q", n.text)
 	}
-	if d.statics.nodes == nil || d.dirs.Load() != nil {
-		t.Fatalf("reading a static key: static nodes %v, directories %v", d.statics.nodes != nil, d.dirs.Load() != nil)
+	if d.statics.nodes.Load() == nil || d.dirs.Load() != nil {
+		t.Fatalf("reading a static key: static nodes %v, directories %v", d.statics.nodes.Load() != nil, d.dirs.Load() != nil)
 	}
 	root := d.node("")
 	if root.recursive != nil || string(root.text) != "instance/\nproject/\n" {
