@@ -112,3 +112,39 @@ func vmNames(f *forewarn.Fleet) []string {
 	}
 	return out
 }
+
+// TestKeysDoNotAllocate checks that once a VM's first request rendered
+// what it reads, every key and directory in every form is answered with
+// no allocation, as the maintenance keys are.
+func TestKeysDoNotAllocate(t *testing.T) {
+	_, s := setup(t)
+	forms := map[string][]string{
+		"instance/name":     {"", "?alt=json"},
+		"instance/hostname": {"", "?alt=json"},
+		"instance/id":       {"", "?alt=json"},
+		"instance/zone":     {"", "?alt=text"},
+		"instance/scheduling/on-host-maintenance": {""},
+		"project/numeric-project-id":              {"?alt=json"},
+		"instance/preempted":                      {"", "?alt=json"},
+		"instance/upcoming-maintenance":           {""},
+		"instance/scheduling/":                    {"", "?recursive=true", "?recursive=true&alt=text"},
+		"project/":                                {"?alt=json", "?recursive=true"},
+		"instance/":                               {"", "?alt=json", "?recursive=true", "?recursive=true&alt=text", "?recursive=true&wait_for_change=true&last_etag=0"},
+		"":                                        {"", "?recursive=true", "?recursive=true&alt=text"},
+	}
+	for key, queries := range forms {
+		for _, q := range queries {
+			r := httptest.NewRequest("GET", v1+key+q, nil)
+			r.RemoteAddr = vmAddr
+			r.Header.Set("Metadata-Flavor", "Google")
+			w := &discard{h: http.Header{}}
+			s.ServeHTTP(w, r) // the first: renders what it reads
+			if w.code != http.StatusOK && !(key == "instance/upcoming-maintenance" && w.code == http.StatusServiceUnavailable) {
+				t.Fatalf("%s%s: status %d", key, q, w.code)
+			}
+			if n := testing.AllocsPerRun(100, func() { clear(w.h); s.ServeHTTP(w, r) }); n != 0 {
+				t.Errorf("%s%s: %v allocations per GET", key, q, n)
+			}
+		}
+	}
+}

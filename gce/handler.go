@@ -154,7 +154,9 @@ func (s *Server) SetRateLimit(rate float64) {
 
 // NewServer returns a Server answering for eng's inventory. It renders
 // every GCE VM's document now and again whenever the engine publishes a
-// change, and makes and drops the VMs' slots as the inventory changes.
+// change (the keys that change with the view; the rest of a VM's tree
+// is rendered at its first request that needs it), and makes and drops
+// the VMs' slots as the inventory changes.
 func NewServer(eng *engine.Engine, log *slog.Logger) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -170,7 +172,7 @@ func NewServer(eng *engine.Engine, log *slog.Logger) *Server {
 		s.slots.Update(vs, newSlot, func(sl *slot, v *engine.View) {
 			prev := sl.doc.Load()
 			from := prev
-			if prev != nil && *prev.vm != *v.VM {
+			if prev != nil && *prev.statics.vm != *v.VM {
 				from = nil // a new definition: its whole tree again
 			}
 			d := render(v, from, cache)
@@ -179,7 +181,7 @@ func NewServer(eng *engine.Engine, log *slog.Logger) *Server {
 			}
 			if old := sl.doc.Swap(d); old != nil {
 				old.next = d
-				close(old.changed)
+				old.changed.Fire()
 			}
 		}, func(sl *slot) { sl.gone.Fire() })
 	})
@@ -373,7 +375,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, vm *forewarn.VM) 
 		n = n.ready()
 	}
 	if n == nil {
-		if d.node(key+"/") != nil {
+		if d.has(key + "/") {
 			u := *r.URL
 			u.Path += "/"
 			http.Redirect(w, r, u.RequestURI(), http.StatusMovedPermanently)
@@ -435,7 +437,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, vm *forewarn.VM) 
 	if n.dir && p.recursive {
 		// A recursive read of instance/ or of the root (as guest
 		// agents make) shows every dynamic key below it.
-		for i, k := range overKeys[:3] {
+		for i, k := range dynamicKeys {
 			if d.refs[i] != nil && strings.HasPrefix(k, key) {
 				s.history.See(w, d.refs[i])
 			}
@@ -486,7 +488,7 @@ func (s *Server) wait(r *http.Request, sl *slot, d *doc, key string, n *node, p 
 			return d, n, pollRemoved
 		case <-timeout:
 			return d, n, pollTimeout
-		case <-d.changed:
+		case <-d.changed.C():
 			d = d.next
 			n = d.node(key).ready()
 			if n.etag[0] != p.lastETag {

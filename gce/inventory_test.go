@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -334,4 +336,58 @@ func TestInventoryThrottlesEachVM(t *testing.T) {
 		change(t, e, engine.InventoryChange{Set: []*forewarn.VM{&vm}})
 		burst("vm, registered again", vmAddr)
 	})
+}
+
+// TestFirstReadsWhileRendering has VMs' first requests render their
+// static nodes and directories, several at once for one VM, while the
+// engine renders new documents and new definitions: go test -race
+// checks that the two share the render cache safely, and every answer
+// must be whole.
+func TestFirstReadsWhileRendering(t *testing.T) {
+	e, h := setup(t)
+	keys := []string{"instance/name", "instance/", "", "instance/scheduling/", "project/project-id", "instance/hostname"}
+	remotes := []string{vmAddr, gpuAddr, quietAddr}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, remote := range remotes {
+		for range 2 {
+			wg.Go(func() {
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					for _, key := range keys {
+						for _, q := range []string{"", "?recursive=true"} {
+							w := get(h, remote, key+q)
+							if w.Code != http.StatusOK || w.Body.Len() == 0 || len(w.Header()["ETag"]) != 1 {
+								t.Errorf("%s%s from %s: status %d, %d bytes, ETag %q", key, q, remote, w.Code, w.Body.Len(), w.Header()["ETag"])
+								return
+							}
+						}
+					}
+				}
+			})
+		}
+	}
+	for i := range 200 {
+		evs, err := e.CreateAll(t.Context(), engine.Spec{Type: forewarn.MigrateOnHostMaintenance, VMs: []string{"vm", "quiet"}, Notice: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		vm := gceVM("quiet", quietAddr)
+		vm.MachineType = fmt.Sprintf("e2-standard-%d", i)
+		change(t, e, engine.InventoryChange{Set: []*forewarn.VM{vm}})
+		for _, ev := range evs {
+			if err := e.Cancel(t.Context(), ev.ID); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if got := value(t, h, quietAddr, "instance/machine-type"); !strings.HasSuffix(got, "/e2-standard-199") {
+		t.Errorf("machine-type after the last definition = %q", got)
+	}
 }

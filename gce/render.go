@@ -4,9 +4,20 @@
 // long-polls, the identity keys clients read beside them, and the
 // directory listings.
 //
-// Every key of a VM is rendered once per change of the VM's engine view
-// into an immutable document. Documents are chained: each one points to
-// its successor once it exists, so a long-poll walks every value a key
+// Each change of a VM's engine view makes an immutable document, and
+// what it renders then is small: the three keys that change with the
+// view (maintenance-event, preempted, upcoming-maintenance), whose
+// nodes VMs showing equal values share. The rest is rendered when a
+// request first needs it. The keys and directories that do not change
+// with the view (the VM's name, hostname and id, zone, scheduling,
+// project) are rendered once per VM definition, at the first request
+// for any of them, and shared by all of that definition's documents.
+// The two directories above the changing keys, instance/ and the root,
+// whose recursive forms show them, are made per document at its first
+// request for either, and their recursive forms at the first request
+// for those. A VM that only reads the maintenance keys never renders
+// anything else. Documents are chained: each one points to its
+// successor once it exists, so a long-poll walks every value a key
 // took and never misses a change, even one that is changed back.
 package gce
 
@@ -17,17 +28,20 @@ import (
 	"fmt"
 	"hash/fnv"
 	"maps"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
+	"weak"
 
 	"github.com/forewarn/forewarn"
 	"github.com/forewarn/forewarn/engine"
 	"github.com/forewarn/forewarn/history"
 	"github.com/forewarn/forewarn/internal/memo"
-	"github.com/forewarn/forewarn/internal/weakmap"
+	"github.com/forewarn/forewarn/internal/signal"
 )
 
 // node is one key or directory of a VM's metadata tree, rendered.
@@ -53,7 +67,7 @@ type node struct {
 	// any maintenance was ever announced); GETs answer 503.
 	absent bool
 	// fill, when set, computes a directory's recursive forms and ETag on
-	// first use: a change re-renders only the keys that changed.
+	// first use.
 	fill func(*node)
 	once sync.Once
 }
@@ -66,29 +80,51 @@ func (n *node) ready() *node {
 	return n
 }
 
-// doc is one VM's rendered tree as of one engine view.
+// doc is one VM's rendered tree as of one engine view. Render makes only
+// what changes with the view; node makes the rest on first use.
 type doc struct {
-	vm *forewarn.VM
-	// static holds the keys and directories that never change, shared by
-	// all of a VM's documents; over holds the five that do (the dynamic
-	// keys and the two directories above them), in overKeys order.
-	// static is indexed by keys, which maps each path below
-	// /computeMetadata/v1/ (directories with a trailing "/") to its place
-	// in a walk of the tree; every VM's tree has the same paths, so they
-	// share keys. (The dynamic keys' first nodes are there too; over
-	// holds their current ones.)
-	static []*node
-	keys   map[string]int
-	over   [5]*node
-	// dynamic holds the values of the keys that change, to tell whether a
-	// new view changes anything a GCE client sees.
-	dynamic [3]string
-	// refs are the events the dynamic keys show, in overKeys order; nil
-	// where a key shows none.
+	// statics holds the VM definition and the keys and directories that
+	// do not change with the view, shared by all the documents of the
+	// definition and rendered at the first request for any of them.
+	statics *statics
+	// maint, preempted and up are the values of the dynamic keys,
+	// shared through the render cache. Their text, and up's fields, are
+	// what the directories' recursive forms show besides the VM.
+	maint, preempted *node
+	up               *upcomingEntry
+	// dirs holds the nodes of the directories above the dynamic keys,
+	// in dirKeys order, made at the first request for either.
+	dirs atomic.Pointer[[2]node]
+	// refs are the events the dynamic keys show, in dynamicKeys order;
+	// nil where a key shows none.
 	refs [3]*history.Ref
-	// changed is closed once next is set.
-	changed chan struct{}
+	// changed fires once next is set.
+	changed signal.Signal
 	next    *doc
+}
+
+// statics is the part of a VM's tree that does not change with the
+// engine's view: every key and directory but the dynamic keys and the
+// directories above them. One VM definition's documents share it.
+type statics struct {
+	vm    *forewarn.VM
+	cache *renderCache
+	// nodes is in layout order; the places of the dynamic keys and of
+	// the directories above them are nil.
+	nodes atomic.Pointer[[]*node]
+}
+
+// get returns the static nodes, rendering them on first use. Requests
+// racing to be first may each render them; one rendering is kept.
+func (s *statics) get() []*node {
+	if p := s.nodes.Load(); p != nil {
+		return *p
+	}
+	nodes := s.cache.staticNodes(s.vm)
+	if !s.nodes.CompareAndSwap(nil, &nodes) {
+		return *s.nodes.Load()
+	}
+	return nodes
 }
 
 // upcomingFields are the keys of upcoming-maintenance, in output order.
@@ -112,25 +148,67 @@ type tree struct {
 
 func newTree() *tree { return &tree{leaves: map[string]any{}, dirs: map[string]*tree{}} }
 
-// overKeys are the paths whose nodes change with the engine's view: the
-// three dynamic keys, then the two directories above them.
-var overKeys = [5]string{"instance/maintenance-event", "instance/preempted", "instance/upcoming-maintenance", "instance/", ""}
+// dynamicKeys are the keys whose values change with the engine's view,
+// in doc.refs order.
+var dynamicKeys = [3]string{"instance/maintenance-event", "instance/preempted", "instance/upcoming-maintenance"}
+
+// dirKeys are the directories above the dynamic keys, whose recursive
+// forms show them, in doc.dirs order.
+var dirKeys = [2]string{"instance/", ""}
 
 // node returns the node at path key, or nil.
 func (d *doc) node(key string) *node {
-	for i, k := range overKeys {
-		if k == key {
-			return d.over[i]
-		}
+	switch key {
+	case dynamicKeys[0]:
+		return d.maint
+	case dynamicKeys[1]:
+		return d.preempted
+	case dynamicKeys[2]:
+		return d.up.node
+	case dirKeys[0]:
+		return d.dir(0)
+	case dirKeys[1]:
+		return d.dir(1)
 	}
-	if i, ok := d.keys[key]; ok {
-		return d.static[i]
+	if i, ok := layout.index[key]; ok {
+		return d.statics.get()[i]
 	}
 	return nil
 }
 
+// has reports whether path key is in the tree, rendering nothing.
+func (d *doc) has(key string) bool {
+	_, ok := layout.index[key]
+	return ok
+}
+
+// dir returns the node of directory dirKeys[i], making both on first
+// use; their recursive forms are filled on first use from the tree of
+// the document's values.
+func (d *doc) dir(i int) *node {
+	dirs := d.dirs.Load()
+	if dirs == nil {
+		dirs = new([2]node)
+		for j, p := range dirKeys {
+			n, l := &dirs[j], layout.lists[layout.index[p]]
+			n.dir, n.text, n.textLen, n.json = true, l.text, l.textLen, l.json
+			n.fill = func(n *node) { n.fillFrom(d.tree().at(p)) }
+		}
+		if !d.dirs.CompareAndSwap(nil, dirs) {
+			dirs = d.dirs.Load() // another request made them first
+		}
+	}
+	return &dirs[i]
+}
+
+// tree returns the whole metadata tree d shows.
+func (d *doc) tree() *tree {
+	return buildTree(d.statics.vm, string(d.maint.text), string(d.preempted.text), d.up.fields)
+}
+
 // buildTree assembles the whole metadata tree of vm with the given
-// dynamic values.
+// dynamic values. Every tree it makes has the same paths, whatever the
+// VM and the values (layout).
 func buildTree(vm *forewarn.VM, maint, preempted string, up map[string]string) *tree {
 	num := numericID("project:" + vm.Project)
 	root := newTree()
@@ -155,43 +233,95 @@ func buildTree(vm *forewarn.VM, maint, preempted string, up map[string]string) *
 	return root
 }
 
+// treeLayout is the shape every VM's tree has: its paths below Prefix
+// (directories with a trailing "/") in walk order, and its directories'
+// listings, which are the same for every VM.
+type treeLayout struct {
+	// index maps each path to its place in walk order.
+	index map[string]int
+	// lists holds each directory's listing (text, textLen and json
+	// only), by place; nil for a key.
+	lists []*node
+}
+
+// layout is the shape of every tree buildTree makes.
+var layout = newLayout(buildTree(&forewarn.VM{}, "", "", nil))
+
+func newLayout(t *tree) treeLayout {
+	l := treeLayout{index: map[string]int{}}
+	t.walk("", func(p string, _ any, dir *tree) {
+		l.index[p] = len(l.lists)
+		var n *node
+		if dir != nil {
+			n = listing(dir)
+		}
+		l.lists = append(l.lists, n)
+	})
+	return l
+}
+
+// walk calls fn for each key and directory of t, whose path is p (empty
+// or ending in "/"), in walk order: a directory's keys in sorted order,
+// then its subdirectories, then the directory itself. fn gets a key's
+// path and value, and a directory's path and tree.
+func (t *tree) walk(p string, fn func(p string, v any, dir *tree)) {
+	for _, k := range slices.Sorted(maps.Keys(t.leaves)) {
+		fn(p+k, t.leaves[k], nil)
+	}
+	for _, k := range slices.Sorted(maps.Keys(t.dirs)) {
+		t.dirs[k].walk(p+k+"/", fn)
+	}
+	fn(p, nil, t)
+}
+
+// at returns the directory at path p (empty or ending in "/") below t.
+func (t *tree) at(p string) *tree {
+	for _, part := range strings.Split(strings.TrimSuffix(p, "/"), "/") {
+		if part != "" {
+			t = t.dirs[part]
+		}
+	}
+	return t
+}
+
+// listing returns a node holding the listing of directory t's entries.
+func listing(t *tree) *node {
+	entries := slices.Collect(maps.Keys(t.leaves))
+	for k := range t.dirs {
+		entries = append(entries, k+"/")
+	}
+	slices.Sort(entries)
+	text := strings.Join(entries, "\n") + "\n"
+	n := &node{text: []byte(text), textLen: []string{strconv.Itoa(len(text))}}
+	n.json, _ = json.Marshal(entries)
+	return n
+}
+
+// fillFrom sets directory node n's recursive forms and ETag from t.
+func (n *node) fillFrom(t *tree) {
+	n.recursive, _ = json.Marshal(t.recursive())
+	var b strings.Builder
+	t.flatten("", &b)
+	n.recursiveText = []byte(b.String())
+	n.etag = etag(n.recursive)
+}
+
 // render builds the document of view v. Given the VM's previous
-// document prev, it returns nil when nothing a GCE client sees changed,
-// and otherwise re-renders only the dynamic keys, leaving the directories
-// that contain them to be filled on first use.
+// document prev, of the same VM definition, it returns nil when nothing
+// a GCE client sees changed. It renders the dynamic keys only, sharing
+// their nodes through c; the rest is made on first use (doc.node).
 func render(v *engine.View, prev *doc, c *renderCache) *doc {
 	maint, preempted := maintenanceEvent(v), upper(v.Preempted)
-	up, upNode, upText := c.upcoming(upcomingEvent(v), v.Maintained)
-	dynamic := [3]string{maint, preempted, upText}
-	if prev != nil && prev.dynamic == dynamic {
+	up := c.upcoming(upcomingEvent(v), v.Maintained)
+	if prev != nil && string(prev.maint.text) == maint && string(prev.preempted.text) == preempted &&
+		string(prev.up.node.text) == string(up.node.text) {
 		return nil
 	}
-	d := &doc{vm: v.VM, dynamic: dynamic, changed: make(chan struct{}), refs: refs(v)}
-	lazyTree := func() *tree { return buildTree(v.VM, maint, preempted, up) }
-	if prev == nil {
-		t := lazyTree()
-		d.add(&d.static, nil, "", t, lazyTree, c)
-		if len(d.static) != len(c.keys) {
-			// The first tree, or one of another shape: index its paths.
-			var paths []string
-			d.static = d.static[:0]
-			d.add(&d.static, &paths, "", t, lazyTree, c)
-			c.keys = make(map[string]int, len(paths))
-			for i, p := range paths {
-				c.keys[p] = i
-			}
-		}
-		d.keys = c.keys
-		for i, k := range overKeys {
-			d.over[i] = d.static[d.keys[k]]
-		}
-		return d
-	}
-	d.static, d.keys = prev.static, prev.keys
-	d.over[0], d.over[1], d.over[2] = c.leaf(maint), c.leaf(preempted), upNode
-	for i := 3; i < 5; i++ {
-		old := prev.over[i]
-		d.over[i] = &node{dir: true, text: old.text, textLen: old.textLen, json: old.json, fill: dirFill(overKeys[i], lazyTree)}
+	d := &doc{maint: c.leaf(maint), preempted: c.leaf(preempted), up: up, refs: refs(v)}
+	if prev != nil {
+		d.statics = prev.statics
+	} else {
+		d.statics = &statics{vm: v.VM, cache: c}
 	}
 	return d
 }
@@ -205,70 +335,39 @@ func mapLeaf(m map[string]string) any {
 	return m
 }
 
-// dirFill returns the fill function of the directory at path p of the
-// tree that build makes.
-func dirFill(p string, build func() *tree) func(*node) {
-	return func(n *node) {
-		t := build()
-		for _, part := range strings.Split(strings.TrimSuffix(p, "/"), "/") {
-			if part != "" {
-				t = t.dirs[part]
-			}
-		}
-		n.recursive, _ = json.Marshal(t.recursive())
-		var b strings.Builder
-		t.flatten("", &b)
-		n.recursiveText = []byte(b.String())
-		n.etag = etag(n.recursive)
-	}
+// ownKey reports whether the key at path p differs from VM to VM; the
+// values of the others (zone, project, scheduling) are shared through
+// the cache.
+func ownKey(p string) bool {
+	return p == "instance/name" || p == "instance/hostname" || p == "instance/id"
 }
 
-// ownKey reports whether key k of directory p differs from VM to VM;
-// the values of the others (zone, project, scheduling) are shared
-// through the cache.
-func ownKey(p, k string) bool {
-	return p == "instance/" && (k == "name" || k == "hostname" || k == "id")
-}
-
-// add appends to out the nodes of directory t at path p (empty or ending
-// in "/") and of everything below it, in a fixed walk order, and their
-// paths to paths unless it is nil; the directories' recursive forms are
-// filled on first use from the tree that build makes.
-func (d *doc) add(out *[]*node, paths *[]string, p string, t *tree, build func() *tree, c *renderCache) {
-	keys := slices.Sorted(maps.Keys(t.leaves))
-	dirs := slices.Sorted(maps.Keys(t.dirs))
-	list := make([]string, 0, len(keys)+len(dirs))
-	for _, k := range keys {
-		list = append(list, k)
-		var n *node
-		switch v := t.leaves[k].(type) {
-		case string:
-			if !ownKey(p, k) {
-				n = c.leaf(v)
-			}
-		case int64:
-			if !ownKey(p, k) {
-				n = c.number(v)
+// staticNodes renders the nodes of vm's tree that do not change with
+// the engine's view, in layout order, leaving nil the places of the
+// dynamic keys and of the directories above them.
+func (c *renderCache) staticNodes(vm *forewarn.VM) []*node {
+	out := make([]*node, len(layout.lists))
+	buildTree(vm, "", "", nil).walk("", func(p string, v any, dir *tree) {
+		i := layout.index[p]
+		switch {
+		case slices.Contains(dynamicKeys[:], p) || slices.Contains(dirKeys[:], p):
+			// Each document's own (doc.node).
+		case dir != nil:
+			out[i] = c.directory(i, dir)
+		case ownKey(p):
+			out[i] = leafNode(v)
+		default:
+			switch v := v.(type) {
+			case string:
+				out[i] = c.leaf(v)
+			case int64:
+				out[i] = c.number(v)
+			default:
+				out[i] = leafNode(v)
 			}
 		}
-		if n == nil {
-			n = leafNode(t.leaves[k])
-		}
-		*out = append(*out, n)
-		if paths != nil {
-			*paths = append(*paths, p+k)
-		}
-	}
-	for _, k := range dirs {
-		list = append(list, k+"/")
-		d.add(out, paths, p+k+"/", t.dirs[k], build, c)
-	}
-	slices.Sort(list)
-	l := c.listing(list)
-	*out = append(*out, &node{dir: true, fill: dirFill(p, build), text: l.text, textLen: l.textLen, json: l.json})
-	if paths != nil {
-		*paths = append(*paths, p)
-	}
+	})
+	return out
 }
 
 // recursive returns t as recursive=true shows it: camelCase keys,
@@ -318,8 +417,12 @@ func leafNode(v any) *node {
 		n.text = []byte(noNotification)
 		n.json = n.text
 	case string:
-		n.text = []byte(v)
 		n.json = quote(v)
+		if t := n.json[1 : len(n.json)-1]; string(t) == v {
+			n.text = t[:len(t):len(t)] // plainly quoted: one array for both
+		} else {
+			n.text = []byte(v)
+		}
 	case int64:
 		n.text = strconv.AppendInt(nil, v, 10)
 		n.json = n.text
@@ -345,8 +448,13 @@ func leafNode(v any) *node {
 		}
 		n.json = append(j, '}')
 	}
-	n.etag = etag(n.text)
-	n.textLen = []string{strconv.Itoa(len(n.text))}
+	// The ETag and Content-Length values share one string and one
+	// slice.
+	var buf [16 + 20]byte
+	b := strconv.AppendInt(hexHash(buf[:0], n.text), int64(len(n.text)), 10)
+	h := string(b)
+	hdr := []string{h[:16], h[16:]}
+	n.etag, n.textLen = hdr[:1:1], hdr[1:]
 	return n
 }
 
@@ -363,11 +471,14 @@ func quote(s string) []byte {
 }
 
 // etag derives a 16-hex-digit ETag from a value, as a header value.
-func etag(b []byte) []string {
+func etag(b []byte) []string { return []string{string(hexHash(nil, b))} }
+
+// hexHash appends to dst the 16 hex digits of b's hash, b's ETag.
+func hexHash(dst, b []byte) []byte {
 	h := fnv.New64a()
 	h.Write(b)
 	var sum [8]byte
-	return []string{hex.EncodeToString(binary.BigEndian.AppendUint64(sum[:0], h.Sum64()))}
+	return hex.AppendEncode(dst, binary.BigEndian.AppendUint64(sum[:0], h.Sum64()))
 }
 
 // refs returns references to the events view v's dynamic keys show:
@@ -394,7 +505,7 @@ func refs(v *engine.View) [3]*history.Ref {
 
 // ref returns the reference to the event key shows, or nil.
 func (d *doc) ref(key string) *history.Ref {
-	for i, k := range overKeys[:3] {
+	for i, k := range dynamicKeys {
 		if k == key {
 			return d.refs[i]
 		}
@@ -427,73 +538,107 @@ func maintenanceEventOf(v *engine.View) *forewarn.Event {
 }
 
 // renderCache shares rendered nodes between VMs whose values are equal,
-// so one event's change over thousands of VMs renders its nodes once. It
-// is used under the engine's lock only. The value tables are bounded
-// (memo.Size); up holds an event version's entry for as long as the
-// version lives.
+// so one event's change over thousands of VMs renders its nodes once.
+// Render uses it under the engine's lock and requests rendering a VM's
+// static nodes use it at the same time: mu guards it. The value tables
+// are bounded (memo.Size); up holds an upcoming-maintenance value for
+// as long as a document shows it.
 type renderCache struct {
+	mu      sync.Mutex
 	leaves  memo.Table[string, *node]
 	numbers memo.Table[int64, *node]
-	// lists holds directory listings (text, textLen and json only).
-	lists memo.Table[string, *node]
-	// keys indexes the paths of a VM's static nodes, in walk order.
-	keys map[string]int
-	up   weakmap.Map[forewarn.Event, upcomingEntry] // while the event version lives
+	// dirs holds static directories by place and recursive form.
+	dirs memo.Table[string, *node]
+	// up holds upcoming-maintenance values by what they are made of, so
+	// that the events of a fleet-wide maintenance, one per VM, share
+	// one; an entry goes with the last document that holds its value.
+	up map[upcomingKey]weak.Pointer[upcomingEntry]
 	// absent and ended are the upcoming-maintenance values with nothing
 	// announced, before any maintenance and after one.
-	absent, ended upcomingEntry
+	absent, ended *upcomingEntry
 }
 
+// upcomingEntry is one upcoming-maintenance value: its fields (nil while
+// absent) and node.
 type upcomingEntry struct {
 	fields map[string]string
 	node   *node
-	text   string
 }
 
-// listing returns a node holding the listing of a directory's entries.
-func (c *renderCache) listing(entries []string) *node {
-	text := strings.Join(entries, "\n") + "\n"
-	return c.lists.Get(text, func() *node {
-		n := &node{text: []byte(text), textLen: []string{strconv.Itoa(len(text))}}
-		n.json, _ = json.Marshal(entries)
+// directory returns the node of directory t, at place i of the layout,
+// with its recursive forms: the static directories hold a few shared
+// values (scheduling, project), so VMs share their nodes too.
+func (c *renderCache) directory(i int, t *tree) *node {
+	recursive, _ := json.Marshal(t.recursive())
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.dirs.Get(strconv.Itoa(i)+string(recursive), func() *node {
+		l := layout.lists[i]
+		n := &node{dir: true, text: l.text, textLen: l.textLen, json: l.json}
+		n.fillFrom(t)
 		return n
 	})
 }
 
 // number returns the node of a numeric value.
 func (c *renderCache) number(v int64) *node {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	return c.numbers.Get(v, func() *node { return leafNode(v) })
 }
 
 // leaf returns the node of a string value.
 func (c *renderCache) leaf(v string) *node {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	return c.leaves.Get(v, func() *node { return leafNode(v) })
 }
 
-// upcoming returns the upcoming-maintenance fields, node and text of ev.
-// With ev nil it returns the empty value when a maintenance was ever
-// announced (maintained), and the absent node otherwise.
-func (c *renderCache) upcoming(ev *forewarn.Event, maintained bool) (map[string]string, *node, string) {
+// upcoming returns the upcoming-maintenance value of ev. With ev nil it
+// returns the empty value when a maintenance was ever announced
+// (maintained), and the absent value otherwise.
+func (c *renderCache) upcoming(ev *forewarn.Event, maintained bool) *upcomingEntry {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if ev == nil {
-		e := &c.absent
-		f := map[string]string(nil)
+		e, f := &c.absent, map[string]string(nil)
 		if maintained {
 			e, f = &c.ended, noUpcoming
 		}
-		if e.node == nil {
-			n := leafNode(mapLeaf(f))
-			*e = upcomingEntry{fields: f, node: n, text: string(n.text)}
+		if *e == nil {
+			*e = &upcomingEntry{fields: f, node: leafNode(mapLeaf(f))}
 		}
-		return e.fields, e.node, e.text
+		return *e
 	}
-	if e, ok := c.up.Get(ev); ok {
-		return e.fields, e.node, e.text
+	k := upcomingKeyOf(ev)
+	if e := c.up[k].Value(); e != nil {
+		return e
 	}
-	f := upcomingFieldsOf(ev)
-	n := leafNode(f)
-	e := upcomingEntry{fields: f, node: n, text: string(n.text)}
-	c.up.Put(ev, e)
-	return e.fields, e.node, e.text
+	f := k.fields()
+	e := &upcomingEntry{fields: f, node: leafNode(f)}
+	w := weak.Make(e)
+	if c.up == nil {
+		c.up = map[upcomingKey]weak.Pointer[upcomingEntry]{}
+	}
+	c.up[k] = w
+	runtime.AddCleanup(e, c.dropUpcoming, upcomingRef{k, w})
+	return e
+}
+
+// upcomingRef names an entry of renderCache.up.
+type upcomingRef struct {
+	key upcomingKey
+	w   weak.Pointer[upcomingEntry]
+}
+
+// dropUpcoming forgets the entry r names, once its value is garbage,
+// unless a new value of the key replaced it.
+func (c *renderCache) dropUpcoming(r upcomingRef) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.up[r.key] == r.w {
+		delete(c.up, r.key)
+	}
 }
 
 // upcomingEvent returns view v's first host maintenance event of its own
@@ -507,28 +652,50 @@ func upcomingEvent(v *engine.View) *forewarn.Event {
 	return nil
 }
 
-// upcomingFieldsOf returns the upcoming-maintenance fields of a host
-// maintenance event, or nil for none.
-func upcomingFieldsOf(ev *forewarn.Event) map[string]string {
-	if ev != nil {
-		start, status, canReschedule := ev.NotBefore, "PENDING", "true"
-		if ev.Status == forewarn.Started {
-			start, status, canReschedule = ev.StartedAt, "ONGOING", "false"
-		}
-		kind := "SCHEDULED"
-		if ev.Status == forewarn.Started && ev.StartedAt.Equal(ev.Created) {
-			kind = "UNSCHEDULED" // raised already started: never announced
-		}
-		return map[string]string{
-			"can_reschedule":           canReschedule,
-			"latest_window_start_time": timestamp(start),
-			"maintenance_status":       status,
-			"type":                     kind,
-			"window_end_time":          timestamp(start.Add(ev.Lasts)),
-			"window_start_time":        timestamp(start),
-		}
+// upcomingKey is what a host maintenance event's upcoming-maintenance
+// value is made of.
+type upcomingKey struct {
+	// start and end are the window's, in Unix seconds (timestamp shows
+	// whole seconds).
+	start, end int64
+	// started is the event's; unscheduled marks one raised already
+	// started, never announced.
+	started, unscheduled bool
+}
+
+// upcomingKeyOf returns what host maintenance event ev's
+// upcoming-maintenance value is made of.
+func upcomingKeyOf(ev *forewarn.Event) upcomingKey {
+	start := ev.NotBefore
+	if ev.Status == forewarn.Started {
+		start = ev.StartedAt
 	}
-	return nil
+	return upcomingKey{
+		start:       start.Unix(),
+		end:         start.Add(ev.Lasts).Unix(),
+		started:     ev.Status == forewarn.Started,
+		unscheduled: ev.Status == forewarn.Started && ev.StartedAt.Equal(ev.Created),
+	}
+}
+
+// fields returns the upcoming-maintenance fields of k.
+func (k upcomingKey) fields() map[string]string {
+	status, canReschedule, kind := "PENDING", "true", "SCHEDULED"
+	if k.started {
+		status, canReschedule = "ONGOING", "false"
+	}
+	if k.unscheduled {
+		kind = "UNSCHEDULED"
+	}
+	start := timestamp(time.Unix(k.start, 0))
+	return map[string]string{
+		"can_reschedule":           canReschedule,
+		"latest_window_start_time": start,
+		"maintenance_status":       status,
+		"type":                     kind,
+		"window_end_time":          timestamp(time.Unix(k.end, 0)),
+		"window_start_time":        start,
+	}
 }
 
 // timestamp renders t as the metadata server does, RFC 3339 with an
