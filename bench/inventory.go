@@ -531,7 +531,10 @@ func (s *invServer) memory() (rss, peak int64, err error) {
 		return 0, 0, err
 	}
 	peak, err = procMemory(s.cmd.Process.Pid, "VmHWM")
-	return rss, peak, err
+	// The kernel counts resident pages per CPU and folds them in late:
+	// a high-water mark read just after the RSS can be a few pages
+	// below it.
+	return rss, max(peak, rss), err
 }
 
 // profile starts a CPU profile of the server for cfg.ProfileFor when
