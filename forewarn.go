@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/forewarn/forewarn/internal/jsonstr"
 )
 
 // EventType is the kind of impact a maintenance event has on its VMs.
@@ -293,7 +295,7 @@ func (e Event) appendJSON(b []byte) ([]byte, bool) {
 	ok := true
 	str := func(name, v string) {
 		b = append(append(b, name...), ':')
-		b = appendJSONString(b, v)
+		b = jsonstr.Append(b, v)
 	}
 	tm := func(name string, t time.Time, always bool) {
 		if t.IsZero() && !always {
@@ -318,7 +320,7 @@ func (e Event) appendJSON(b []byte) ([]byte, bool) {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendJSONString(b, r)
+			b = jsonstr.Append(b, r)
 		}
 		b = append(b, ']')
 	}
@@ -355,19 +357,6 @@ func (e Event) appendJSON(b []byte) ([]byte, bool) {
 	}
 	str(`,"lasts"`, e.Lasts.String())
 	return append(b, '}'), ok
-}
-
-// appendJSONString appends s as encoding/json writes a string: as it is
-// when it holds only printable ASCII that needs no escape, through
-// encoding/json otherwise.
-func appendJSONString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < ' ' || c > '~' || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			q, _ := json.Marshal(s)
-			return append(b, q...)
-		}
-	}
-	return append(append(append(b, '"'), s...), '"')
 }
 
 // UnmarshalJSON reads the form MarshalJSON writes.

@@ -7,7 +7,6 @@ import (
 	"crypto/sha512"
 	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
@@ -21,6 +20,7 @@ import (
 	"github.com/forewarn/forewarn"
 	"github.com/forewarn/forewarn/engine"
 	"github.com/forewarn/forewarn/history"
+	"github.com/forewarn/forewarn/internal/jsonstr"
 	"github.com/forewarn/forewarn/internal/weakmap"
 )
 
@@ -489,7 +489,7 @@ func appendEntry(b []byte, ev *forewarn.Event) []byte {
 // value as a JSON string; name needs no escaping.
 func appendField(b []byte, name, value string) []byte {
 	b = append(append(append(b, `  "`...), name...), `" : `...)
-	return appendJSONString(b, value)
+	return jsonstr.AppendHTML(b, value)
 }
 
 // eventList renders the EC2 scheduled events of evs that keep keeps as a
@@ -600,25 +600,6 @@ func same(a, b []byte) bool { return len(a) > 0 && len(b) == len(a) && &a[0] == 
 
 // lsTerminated is target-lifecycle-state once a scale-in began.
 var lsTerminated = []byte("Terminated")
-
-// appendJSONString appends s as a JSON string, as jsonString returns it.
-func appendJSONString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
-			return append(b, jsonString(s)...) // a string to escape
-		}
-	}
-	return append(append(append(b, '"'), s...), '"')
-}
-
-// jsonString returns s as a JSON string, with <, > and & as they are.
-func jsonString(s string) []byte {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(s) // a string always encodes
-	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
-}
 
 // listing renders a directory's names, one per line, without a final
 // newline, as EC2 does.

@@ -87,14 +87,3 @@ func contains(s, sub string) bool {
 	}
 	return false
 }
-
-// TestAppendJSONString: the fast path of printable ASCII and the
-// encoder's escaping agree on every string: what needs escaping, or
-// might, is the encoder's.
-func TestAppendJSONString(t *testing.T) {
-	for _, s := range []string{"", "plain text", `a"b`, `a\b`, "<&>", "tab\there", "nl\n", "\x00", "\x7f", "é", "\u2028", "\xff", "[Canceled] scheduled reboot"} {
-		if got, want := appendJSONString([]byte("x"), s), append([]byte("x"), jsonString(s)...); string(got) != string(want) {
-			t.Errorf("appendJSONString(%q) = %s, want %s", s, got, want)
-		}
-	}
-}

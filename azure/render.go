@@ -10,7 +10,6 @@ package azure
 
 import (
 	"encoding/binary"
-	"encoding/json"
 	"io"
 	"strconv"
 	"strings"
@@ -19,6 +18,7 @@ import (
 	"github.com/forewarn/forewarn"
 	"github.com/forewarn/forewarn/engine"
 	"github.com/forewarn/forewarn/history"
+	"github.com/forewarn/forewarn/internal/jsonstr"
 	"github.com/forewarn/forewarn/internal/memo"
 	"github.com/forewarn/forewarn/internal/weakmap"
 )
@@ -301,11 +301,11 @@ func appendDocument(b []byte, ver *version, v *engine.View, vmNamed func(string)
 // appendEvent appends the JSON object of ev as version ver renders it.
 func appendEvent(b []byte, ver *version, ev *forewarn.Event, vmNamed func(string) *forewarn.VM) []byte {
 	b = append(b, `{"EventId":`...)
-	b = appendString(b, ev.ID)
+	b = jsonstr.Append(b, ev.ID)
 	b = append(b, `,"EventStatus":`...)
-	b = appendString(b, string(ev.Status))
+	b = jsonstr.Append(b, string(ev.Status))
 	b = append(b, `,"EventType":`...)
-	b = appendString(b, string(ev.Type))
+	b = jsonstr.Append(b, string(ev.Type))
 	b = append(b, `,"ResourceType":"VirtualMachine","Resources":[`...)
 	for i, r := range ev.Resources {
 		if i > 0 {
@@ -314,17 +314,17 @@ func appendEvent(b []byte, ver *version, ev *forewarn.Event, vmNamed func(string
 		if ver.underscore && iaas(vmNamed, r) {
 			r = "_" + r
 		}
-		b = appendString(b, r)
+		b = jsonstr.Append(b, r)
 	}
 	b = append(b, `],"NotBefore":`...)
-	b = appendString(b, FormatNotBefore(ev.NotBefore))
+	b = jsonstr.Append(b, FormatNotBefore(ev.NotBefore))
 	if ver.description {
 		b = append(b, `,"Description":`...)
-		b = appendString(b, ev.Description)
+		b = jsonstr.Append(b, ev.Description)
 	}
 	if ver.source {
 		b = append(b, `,"EventSource":`...)
-		b = appendString(b, string(ev.Source))
+		b = jsonstr.Append(b, string(ev.Source))
 	}
 	if ver.duration {
 		b = append(b, `,"DurationInSeconds":`...)
@@ -339,18 +339,4 @@ func appendEvent(b []byte, ver *version, ev *forewarn.Event, vmNamed func(string
 func iaas(vmNamed func(string) *forewarn.VM, name string) bool {
 	vm := vmNamed(name)
 	return vm == nil || vm.CloudService == ""
-}
-
-// appendString appends s as a JSON string: directly when it needs no
-// escaping, as encoding/json escapes it otherwise.
-func appendString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < ' ' || c > '~' || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			q, _ := json.Marshal(s) // a string always marshals
-			return append(b, q...)
-		}
-	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"')
 }

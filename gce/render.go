@@ -40,6 +40,7 @@ import (
 	"github.com/forewarn/forewarn"
 	"github.com/forewarn/forewarn/engine"
 	"github.com/forewarn/forewarn/history"
+	"github.com/forewarn/forewarn/internal/jsonstr"
 	"github.com/forewarn/forewarn/internal/memo"
 	"github.com/forewarn/forewarn/internal/signal"
 )
@@ -458,17 +459,8 @@ func leafNode(v any) *node {
 	return n
 }
 
-// quote renders s as a JSON string: directly for the plain tokens the
-// metadata values are, through encoding/json otherwise.
-func quote(s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < ' ' || c > '~' || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			b, _ := json.Marshal(s)
-			return b
-		}
-	}
-	return append(append(append(make([]byte, 0, len(s)+2), '"'), s...), '"')
-}
+// quote renders s as a JSON string, in a slice of its own.
+func quote(s string) []byte { return jsonstr.Append(make([]byte, 0, len(s)+2), s) }
 
 // etag derives a 16-hex-digit ETag from a value, as a header value.
 func etag(b []byte) []string { return []string{string(hexHash(nil, b))} }
