@@ -39,6 +39,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -111,7 +112,7 @@ type Store struct {
 	log    watch.Log // the followers
 	// first is the state the check at open decoded, for the first Load:
 	// a restart decodes every record once. Commit drops it.
-	first *forewarn.State
+	first atomic.Pointer[forewarn.State]
 }
 
 // Open opens the store at path, creating the file (mode 0600) and its
@@ -138,7 +139,7 @@ func Open(path string) (*Store, error) {
 	if first != nil && first.Revision == rev {
 		// What the check read is the state now, unless a writer came
 		// between the check and the open.
-		s.first = first
+		s.first.Store(first)
 	}
 	s.log.Reset(rev)
 	return s, nil
@@ -236,8 +237,8 @@ func classify(err error) error {
 // consistency check, and returns the buckets the file lacks: all of them
 // when it holds no buckets at all (a new file), "vms", "scalesets", the
 // inventory's or "sessions" when it was written before they existed.
-// When it lacks none, it returns the state the records hold, as Load
-// would.
+// It returns the state the records hold, as Load would, but for a new
+// file.
 func check(tx *bbolt.Tx, size int64) (st *forewarn.State, missing [][]byte, err error) {
 	if tx.Size() > size {
 		return nil, nil, fmt.Errorf("%w: file is %d bytes, its pages need %d", ErrCorrupt, size, tx.Size())
@@ -280,12 +281,10 @@ func check(tx *bbolt.Tx, size int64) (st *forewarn.State, missing [][]byte, err 
 		}
 	}
 	// Every record decodes: the state Load would return, kept for the
-	// first Load when the file needs no new bucket.
+	// first Load (a bucket the file lacks reads as empty, as it will
+	// once created).
 	if st, err = loadTx(tx); err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
-	}
-	if len(missing) > 0 {
-		st = nil
 	}
 
 	// Check reports every problem; keep the first and drain the rest so
@@ -315,10 +314,7 @@ func (s *Store) Load(ctx context.Context) (*forewarn.State, error) {
 	if s.isClosed() {
 		return nil, errClosed()
 	}
-	s.mu.Lock()
-	st := s.first
-	s.first = nil
-	s.mu.Unlock()
+	st := s.first.Swap(nil)
 	if st != nil {
 		return st, nil // decoded by the check at open; nothing committed since
 	}
@@ -350,9 +346,7 @@ func (s *Store) Commit(ctx context.Context, c *forewarn.Change) (int64, error) {
 	if s.isClosed() {
 		return 0, errClosed()
 	}
-	s.mu.Lock()
-	s.first = nil // the open's state is no longer current
-	s.mu.Unlock()
+	s.first.Store(nil) // the open's state is no longer current
 	u := &forewarn.Change{
 		Events:       make([]*forewarn.Event, len(c.Events)),
 		Deletes:      slices.Clone(c.Deletes),

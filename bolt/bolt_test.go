@@ -401,10 +401,10 @@ func TestFirstLoadIsTheCheck(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "forewarn.db")
 	fill(t, path, 3)
 	s := open(t, path)
-	if s.first == nil || s.first.Revision != 3 || len(s.first.Events) != 3 {
-		t.Fatalf("after Open, the kept state is %+v; want revision 3 with 3 events", s.first)
+	kept := s.first.Load()
+	if kept == nil || kept.Revision != 3 || len(kept.Events) != 3 {
+		t.Fatalf("after Open, the kept state is %+v; want revision 3 with 3 events", kept)
 	}
-	kept := s.first
 	first, err := s.Load(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -413,8 +413,8 @@ func TestFirstLoadIsTheCheck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if first != kept || again == kept || s.first != nil {
-		t.Errorf("first Load %p, second %p, kept %p (now %p): want the kept state once, then a read", first, again, kept, s.first)
+	if first != kept || again == kept || s.first.Load() != nil {
+		t.Errorf("first Load %p, second %p, kept %p (now %p): want the kept state once, then a read", first, again, kept, s.first.Load())
 	}
 	if !reflect.DeepEqual(first, again) {
 		t.Errorf("the kept state differs from a read of the file:\n%+v\n%+v", first, again)

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/forewarn/forewarn"
@@ -84,7 +85,7 @@ type markedStore struct {
 	// first is the state openMarked read, for the first Load (the
 	// engine's), so that a start decodes the store once; a Commit drops
 	// it.
-	first *forewarn.State
+	first atomic.Pointer[forewarn.State]
 }
 
 // openMarked wraps st, the store of the data directory dir, with its
@@ -137,7 +138,8 @@ func openMarked(ctx context.Context, st forewarn.Store, dir string, fleet *forew
 	// The mark never goes back: a store ahead of it (the mark's last
 	// news lost to a power cut) moves it on.
 	cur.Incarnation = max(cur.Incarnation, m.Incarnation)
-	s := &markedStore{Store: st, f: f, log: log, m: cur, first: first, stop: make(chan struct{}), done: make(chan struct{})}
+	s := &markedStore{Store: st, f: f, log: log, m: cur, stop: make(chan struct{}), done: make(chan struct{})}
+	s.first.Store(first)
 	if err := s.write(true); err != nil {
 		f.Close()
 		return nil, err
@@ -149,11 +151,7 @@ func openMarked(ctx context.Context, st forewarn.Store, dir string, fleet *forew
 // Load returns the state openMarked read the first time, when nothing
 // was committed since, and the store's current state after that.
 func (s *markedStore) Load(ctx context.Context) (*forewarn.State, error) {
-	s.mu.Lock()
-	st := s.first
-	s.first = nil
-	s.mu.Unlock()
-	if st != nil {
+	if st := s.first.Swap(nil); st != nil {
 		return st, nil
 	}
 	return s.Store.Load(ctx)
@@ -162,9 +160,7 @@ func (s *markedStore) Load(ctx context.Context) (*forewarn.State, error) {
 // Commit commits c and, when it succeeds, records its revision and
 // incarnations in the mark.
 func (s *markedStore) Commit(ctx context.Context, c *forewarn.Change) (int64, error) {
-	s.mu.Lock()
-	s.first = nil
-	s.mu.Unlock()
+	s.first.Store(nil)
 	rev, err := s.Store.Commit(ctx, c)
 	if err != nil {
 		return rev, err
