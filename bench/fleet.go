@@ -103,6 +103,31 @@ func Fleet(ctx context.Context, cfg FleetConfig) (*FleetReport, error) {
 	return rep, nil
 }
 
+// measureIdle reads the restarted server c's RSS Settle after its
+// start, raises event through its operator API and times it, and reads
+// the RSS again Settle later, into r.
+func measureIdle(ctx context.Context, cfg FleetConfig, c *child, event string, r *FleetRun) error {
+	settled := func() (int64, error) {
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(cfg.Settle):
+		}
+		return c.rss()
+	}
+	var err error
+	if r.IdleRSS, err = settled(); err != nil {
+		return err
+	}
+	begin := time.Now()
+	if err := createEvent(ctx, c.admin, event); err != nil {
+		return err
+	}
+	r.Event = time.Since(begin)
+	r.EventRSS, err = settled()
+	return err
+}
+
 func ratio(a, b time.Duration) float64 { return float64(a) / float64(max(b, 1)) }
 
 // fleetOnce runs the servers of one measurement: a start on an empty
@@ -117,6 +142,7 @@ func fleetOnce(ctx context.Context, cfg FleetConfig, api string, n int) (*FleetR
 	if err := os.WriteFile(path, []byte(fleet(api, Addrs(cfg.AddrBase, n))), 0o600); err != nil {
 		return nil, err
 	}
+	event := wideEvent(api, n) // made before the clock starts
 	r := &FleetRun{API: api, VMs: n}
 	for i, took := range []*time.Duration{&r.Start, &r.Restart} {
 		begin := time.Now()
@@ -126,29 +152,7 @@ func fleetOnce(ctx context.Context, cfg FleetConfig, api string, n int) (*FleetR
 		}
 		*took = time.Since(begin)
 		if i == 1 {
-			select {
-			case <-ctx.Done():
-				c.stop()
-				return nil, ctx.Err()
-			case <-time.After(cfg.Settle):
-			}
-			if r.IdleRSS, err = c.rss(); err != nil {
-				c.stop()
-				return nil, err
-			}
-			begin := time.Now()
-			if err := createEvent(ctx, c.admin, wideEvent(api, n)); err != nil {
-				c.stop()
-				return nil, err
-			}
-			r.Event = time.Since(begin)
-			select {
-			case <-ctx.Done():
-				c.stop()
-				return nil, ctx.Err()
-			case <-time.After(cfg.Settle):
-			}
-			if r.EventRSS, err = c.rss(); err != nil {
+			if err := measureIdle(ctx, cfg, c, event, r); err != nil {
 				c.stop()
 				return nil, err
 			}

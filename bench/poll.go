@@ -114,11 +114,6 @@ func fleet(api string, addrs []netip.Addr) string {
 	return b.String()
 }
 
-// awsEvent is the operator request of the aws poll's event: one EC2
-// system-maintenance naming every VM, so each VM's scheduled key lists it
-// (the same bytes for every VM).
-func awsEvent(vms int) string { return wideEvent("aws", vms) }
-
 // wideEvent is the operator request of one event naming every VM of a
 // fleet of api: an Azure Freeze (one event for the fleet's one
 // availability set), a GCE live migration or an EC2 system-maintenance
@@ -196,7 +191,8 @@ func Poll(ctx context.Context, cfg PollConfig) (*PollReport, error) {
 		switch cfg.API {
 		case "gce":
 		case "aws":
-			if err := createEvent(ctx, fw.admin, awsEvent(cfg.VMs)); err != nil {
+			// Each VM's scheduled key lists its own EC2 event.
+			if err := createEvent(ctx, fw.admin, wideEvent("aws", cfg.VMs)); err != nil {
 				return nil, err
 			}
 			// The fleet requires tokens: a GET without one is refused.
