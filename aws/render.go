@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 	"weak"
 
@@ -21,6 +20,7 @@ import (
 	"github.com/forewarn/forewarn/engine"
 	"github.com/forewarn/forewarn/history"
 	"github.com/forewarn/forewarn/internal/jsonstr"
+	"github.com/forewarn/forewarn/internal/lazy"
 	"github.com/forewarn/forewarn/internal/weakmap"
 )
 
@@ -58,18 +58,14 @@ type doc struct {
 // most VMs of a large fleet ask for few keys, or none.
 type def struct {
 	vm *forewarn.VM // the definition; never modified
-	st atomic.Pointer[static]
+	st lazy.Value[static]
 }
 
 // static returns the definition's static answers, building them on its
 // first call. Concurrent first calls may each build them; all return
 // the one that was stored first.
 func (df *def) static() *static {
-	if st := df.st.Load(); st != nil {
-		return st
-	}
-	df.st.CompareAndSwap(nil, newStatic(df.vm))
-	return df.st.Load()
+	return df.st.Get(func() *static { return newStatic(df.vm) })
 }
 
 // tokensRequired reports whether the VM requires IMDSv2 session tokens
@@ -90,7 +86,7 @@ type static struct {
 	end [numFields]uint32 // where each field's answer ends in buf
 	// sig holds the identity document's pkcs7 and signature, made on
 	// their first request: few clients read them.
-	sig atomic.Pointer[signedIdentity]
+	sig lazy.Value[signedIdentity]
 }
 
 // field names one of a static's answers.
@@ -251,20 +247,17 @@ type signedIdentity struct{ pkcs7, signature []byte }
 // lines; base64 of the signed document in 64-character lines) and fail
 // every verification (docs/aws-wire.md, section 4).
 func (st *static) signed() *signedIdentity {
-	if s := st.sig.Load(); s != nil {
-		return s
-	}
-	var sig []byte
-	for i := byte(0); len(sig) < 128; i++ {
-		h := sha512.Sum512(append([]byte{i}, st.get(fIdentity)...))
-		sig = append(sig, h[:]...)
-	}
-	s := &signedIdentity{
-		pkcs7:     lines(base64.StdEncoding.EncodeToString(append(st.get(fIdentity), sig...)), 64),
-		signature: lines(base64.StdEncoding.EncodeToString(sig), 76),
-	}
-	st.sig.CompareAndSwap(nil, s)
-	return st.sig.Load()
+	return st.sig.Get(func() *signedIdentity {
+		var sig []byte
+		for i := byte(0); len(sig) < 128; i++ {
+			h := sha512.Sum512(append([]byte{i}, st.get(fIdentity)...))
+			sig = append(sig, h[:]...)
+		}
+		return &signedIdentity{
+			pkcs7:     lines(base64.StdEncoding.EncodeToString(append(st.get(fIdentity), sig...)), 64),
+			signature: lines(base64.StdEncoding.EncodeToString(sig), 76),
+		}
+	})
 }
 
 // lines breaks s into lines of n characters.

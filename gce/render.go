@@ -33,7 +33,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 	"weak"
 
@@ -41,6 +40,7 @@ import (
 	"github.com/forewarn/forewarn/engine"
 	"github.com/forewarn/forewarn/history"
 	"github.com/forewarn/forewarn/internal/jsonstr"
+	"github.com/forewarn/forewarn/internal/lazy"
 	"github.com/forewarn/forewarn/internal/memo"
 	"github.com/forewarn/forewarn/internal/signal"
 )
@@ -95,7 +95,7 @@ type doc struct {
 	up               *upcomingEntry
 	// dirs holds the nodes of the directories above the dynamic keys,
 	// in dirKeys order, made at the first request for either.
-	dirs atomic.Pointer[[2]node]
+	dirs lazy.Value[[2]node]
 	// refs are the events the dynamic keys show, in dynamicKeys order;
 	// nil where a key shows none.
 	refs [3]*history.Ref
@@ -112,20 +112,16 @@ type statics struct {
 	cache *renderCache
 	// nodes is in layout order; the places of the dynamic keys and of
 	// the directories above them are nil.
-	nodes atomic.Pointer[[]*node]
+	nodes lazy.Value[[]*node]
 }
 
 // get returns the static nodes, rendering them on first use. Requests
 // racing to be first may each render them; one rendering is kept.
 func (s *statics) get() []*node {
-	if p := s.nodes.Load(); p != nil {
-		return *p
-	}
-	nodes := s.cache.staticNodes(s.vm)
-	if !s.nodes.CompareAndSwap(nil, &nodes) {
-		return *s.nodes.Load()
-	}
-	return nodes
+	return *s.nodes.Get(func() *[]*node {
+		nodes := s.cache.staticNodes(s.vm)
+		return &nodes
+	})
 }
 
 // upcomingFields are the keys of upcoming-maintenance, in output order.
@@ -187,18 +183,15 @@ func (d *doc) has(key string) bool {
 // use; their recursive forms are filled on first use from the tree of
 // the document's values.
 func (d *doc) dir(i int) *node {
-	dirs := d.dirs.Load()
-	if dirs == nil {
-		dirs = new([2]node)
+	dirs := d.dirs.Get(func() *[2]node {
+		dirs := new([2]node)
 		for j, p := range dirKeys {
 			n, l := &dirs[j], layout.lists[layout.index[p]]
 			n.dir, n.text, n.textLen, n.json = true, l.text, l.textLen, l.json
 			n.fill = func(n *node) { n.fillFrom(d.tree().at(p)) }
 		}
-		if !d.dirs.CompareAndSwap(nil, dirs) {
-			dirs = d.dirs.Load() // another request made them first
-		}
-	}
+		return dirs
+	})
 	return &dirs[i]
 }
 
