@@ -66,20 +66,5 @@ func governMemory(ctx context.Context, headroom int) {
 // fleet and events decoded from the store, every VM's documents
 // rendered, as large as the live heap at 100,000 VMs, which the runtime
 // would otherwise return over minutes. So an idle server holds its live
-// heap, not twice it, whether or not the memory governor runs. It
-// returns it at once, and again after settle, unless ctx ends first:
-// work the start left running (the history's first pass over the fleet,
-// the first publications) still held some 60 MB of it at 100,000 VMs
-// in one start out of four.
-func releaseStartGarbage(ctx context.Context, settle time.Duration) {
-	debug.FreeOSMemory()
-	select {
-	case <-ctx.Done():
-	case <-time.After(settle):
-		debug.FreeOSMemory()
-	}
-}
-
-// startSettle is how long after the start releaseStartGarbage returns
-// the start's garbage a second time.
-const startSettle = 2 * time.Second
+// heap, not twice it, whether or not the memory governor runs.
+func releaseStartGarbage() { debug.FreeOSMemory() }

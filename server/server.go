@@ -356,7 +356,7 @@ func (s *Server) Run(ctx context.Context) error {
 	if s.cluster != nil {
 		announcing.Go(func() { announce(actx, s.cluster, s.eng, s.cfg.ReplicaName, s.addrs[1].String(), s.log) })
 	}
-	announcing.Go(func() { releaseStartGarbage(actx, startSettle) })
+	announcing.Go(releaseStartGarbage)
 	// The soft memory limit is the process's: set it for one server only.
 	announcing.Go(func() { governMemory(actx, s.cfg.MemoryHeadroom) })
 	announcing.Go(func() { s.capsWarn.follow(actx, s.eng, s.capsChecked) })
