@@ -173,6 +173,30 @@ func at(v, from version, b []byte) []byte {
 	return b
 }
 
+// defKeys are the keys whose answers follow from the VM's definition
+// alone: each its static answer and the version it appeared in.
+var defKeys = map[string]struct {
+	f     field
+	since version
+}{
+	"dynamic/instance-identity/document":    {fIdentity, sinceDynamic},
+	"meta-data/ami-id":                      {fAMIID, 0},
+	"meta-data/hostname":                    {fHostname, 0},
+	"meta-data/local-hostname":              {fHostname, sinceLocalHostname},
+	"meta-data/instance-id":                 {fInstanceID, 0},
+	"meta-data/instance-life-cycle":         {fLifeCycle, sinceLifeCycle},
+	"meta-data/instance-type":               {fInstanceType, sinceInstanceType},
+	"meta-data/local-ipv4":                  {fLocalIPv4, 0},
+	"meta-data/mac":                         {fMAC, sinceNetwork},
+	"meta-data/network/interfaces/macs":     {fMACDir, sinceNetwork},
+	"meta-data/placement/availability-zone": {fZone, sinceZone},
+	"meta-data/placement/region":            {fRegion, sinceRegion},
+	"meta-data/reservation-id":              {fReservationID, 0},
+	"meta-data/security-groups":             {fSecurityGroups, 0},
+	"meta-data/services/domain":             {fDomain, sinceDomain},
+	"meta-data/services/partition":          {fPartition, sincePartition},
+}
+
 // key returns the answer to key, a path below version v without a final
 // slash, or nil for 404. Only the keys of the VM's definition build its
 // static answers, on the first request for one.
@@ -184,58 +208,26 @@ func (d *doc) key(key string, v version) []byte {
 		return dynamicDir.list(d, v)
 	case "dynamic/instance-identity":
 		return identityDir.list(d, v)
-	case "dynamic/instance-identity/document":
-		return at(v, sinceDynamic, d.def.static().get(fIdentity))
 	case "dynamic/instance-identity/pkcs7":
 		return at(v, sinceDynamic, d.def.static().signed().pkcs7)
 	case "dynamic/instance-identity/signature":
 		return at(v, sinceDynamic, d.def.static().signed().signature)
 	case "meta-data":
 		return metaDataDir.list(d, v)
-	case "meta-data/ami-id":
-		return d.def.static().get(fAMIID)
 	case "meta-data/ami-launch-index":
 		return valLaunchIndex
 	case "meta-data/block-device-mapping":
 		return devicesDir.list(d, v)
 	case "meta-data/block-device-mapping/ami", "meta-data/block-device-mapping/root":
 		return at(v, sinceBlockDevices, valRootDevice)
-	case "meta-data/hostname":
-		return d.def.static().get(fHostname)
-	case "meta-data/local-hostname":
-		return at(v, sinceLocalHostname, d.def.static().get(fHostname))
-	case "meta-data/instance-id":
-		return d.def.static().get(fInstanceID)
-	case "meta-data/instance-life-cycle":
-		return at(v, sinceLifeCycle, d.def.static().get(fLifeCycle))
-	case "meta-data/instance-type":
-		return at(v, sinceInstanceType, d.def.static().get(fInstanceType))
-	case "meta-data/local-ipv4":
-		return d.def.static().get(fLocalIPv4)
-	case "meta-data/mac":
-		return at(v, sinceNetwork, d.def.static().get(fMAC))
 	case "meta-data/network":
 		return networkDir.list(d, v)
 	case "meta-data/network/interfaces":
 		return interfacesDir.list(d, v)
-	case "meta-data/network/interfaces/macs":
-		return at(v, sinceNetwork, d.def.static().get(fMACDir))
 	case "meta-data/placement":
 		return placementDir.list(d, v)
-	case "meta-data/placement/availability-zone":
-		return at(v, sinceZone, d.def.static().get(fZone))
-	case "meta-data/placement/region":
-		return at(v, sinceRegion, d.def.static().get(fRegion))
-	case "meta-data/reservation-id":
-		return d.def.static().get(fReservationID)
-	case "meta-data/security-groups":
-		return d.def.static().get(fSecurityGroups)
 	case "meta-data/services":
 		return servicesDir.list(d, v)
-	case "meta-data/services/domain":
-		return at(v, sinceDomain, d.def.static().get(fDomain))
-	case "meta-data/services/partition":
-		return at(v, sincePartition, d.def.static().get(fPartition))
 	case "meta-data/events":
 		return eventsDir.list(d, v)
 	case "meta-data/events/maintenance":
@@ -258,6 +250,12 @@ func (d *doc) key(key string, v version) []byte {
 		return autoscalingDir.list(d, v)
 	case "meta-data/autoscaling/target-lifecycle-state":
 		return at(v, sinceAutoscaling, d.lifecycle)
+	}
+	if k, ok := defKeys[key]; ok {
+		if v < k.since {
+			return nil
+		}
+		return d.def.static().get(k.f)
 	}
 	if rest, ok := strings.CutPrefix(key, "meta-data/network/interfaces/macs/"); ok && v >= sinceNetwork {
 		return d.def.static().iface(rest)
