@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -124,6 +125,12 @@ func fill(s string, subs ...string) string {
 func TestWatchSession(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		eng, s := watchServer(t)
+		// The VMs' first requests are saved in one commit or a few, as
+		// the saving goroutine happens to wake: the revisions below
+		// count from the one after them.
+		synctest.Wait()
+		base := eng.Revision()
+		rev := func(k int) string { return strconv.FormatInt(base+int64(k), 10) }
 		hosts := watch(t, s, "198.18.2.1", "/v1/watch?kind=host,session", nil)
 		all := watch(t, s, "198.18.2.1", "/v1/watch", nil)
 		if c, ct := hosts.code, hosts.h.Get("Content-Type"); c != 200 || ct != "application/x-ndjson" {
@@ -148,16 +155,19 @@ func TestWatchSession(t *testing.T) {
 		}
 		synctest.Wait()
 		subs := []string{"SID", ses.ID, "E1", h.Events[0], "E2", h.Events[1]}
+		for k := 1; k <= 8; k++ {
+			subs = append(subs, "R"+strconv.Itoa(k), rev(k))
+		}
 		host := `"host":{"name":"hv2","state":"%s","vms":["a2","web_1"],"events":["E1","E2"],"started":"2000-01-01T00:00:00Z"%s}}`
 		ready := `,"readyAt":"2000-01-01T00:01:10Z"`
-		hb := `{"kind":"heartbeat","revision":5}` + "\n"
-		live := fill(`{"revision":3,"time":"2000-01-01T00:00:00Z","kind":"session","id":"SID","to":"Running"}
-{"revision":4,"time":"2000-01-01T00:00:00Z","kind":"host","id":"hv2","session":"SID","from":"Pending","to":"Notifying",`+fmt.Sprintf(host, "Notifying", "")+`
+		hb := fill(`{"kind":"heartbeat","revision":R3}`+"\n", subs...)
+		live := fill(`{"revision":R1,"time":"2000-01-01T00:00:00Z","kind":"session","id":"SID","to":"Running"}
+{"revision":R2,"time":"2000-01-01T00:00:00Z","kind":"host","id":"hv2","session":"SID","from":"Pending","to":"Notifying",`+fmt.Sprintf(host, "Notifying", "")+`
 `+strings.Repeat(hb, 4), subs...)
-		tail := fill(`{"revision":7,"time":"2000-01-01T00:01:10Z","kind":"host","id":"hv2","session":"SID","from":"Notifying","to":"Ready",`+fmt.Sprintf(host, "Ready", ready)+`
-{"revision":7,"time":"2000-01-01T00:01:10Z","kind":"host","id":"hv2","session":"SID","from":"Ready","to":"InMaintenance",`+fmt.Sprintf(host, "InMaintenance", ready)+`
-{"revision":8,"time":"2000-01-01T00:01:10Z","kind":"host","id":"hv2","session":"SID","from":"InMaintenance","to":"Done","host":{"name":"hv2","state":"Done","started":"2000-01-01T00:00:00Z"`+ready+`,"ended":"2000-01-01T00:01:10Z","vmCount":2,"eventCount":2}}
-{"revision":9,"time":"2000-01-01T00:01:10Z","kind":"session","id":"SID","from":"Running","to":"Done"}
+		tail := fill(`{"revision":R5,"time":"2000-01-01T00:01:10Z","kind":"host","id":"hv2","session":"SID","from":"Notifying","to":"Ready",`+fmt.Sprintf(host, "Ready", ready)+`
+{"revision":R5,"time":"2000-01-01T00:01:10Z","kind":"host","id":"hv2","session":"SID","from":"Ready","to":"InMaintenance",`+fmt.Sprintf(host, "InMaintenance", ready)+`
+{"revision":R6,"time":"2000-01-01T00:01:10Z","kind":"host","id":"hv2","session":"SID","from":"InMaintenance","to":"Done","host":{"name":"hv2","state":"Done","started":"2000-01-01T00:00:00Z"`+ready+`,"ended":"2000-01-01T00:01:10Z","vmCount":2,"eventCount":2}}
+{"revision":R7,"time":"2000-01-01T00:01:10Z","kind":"session","id":"SID","from":"Running","to":"Done"}
 `, subs...)
 		if got := hosts.take(); got != live+tail {
 			t.Errorf("the live stream:\n%s\nwant:\n%s", got, live+tail)
@@ -170,8 +180,8 @@ func TestWatchSession(t *testing.T) {
 		hosts.stop()
 		all.stop()
 
-		// Resumed after revision 4: the same bytes as the live stream's.
-		again := watch(t, s, "198.18.2.1", "/v1/watch?kind=host,session&since=4", nil)
+		// Resumed after the host began notifying: the same bytes as the live stream's.
+		again := watch(t, s, "198.18.2.1", "/v1/watch?kind=host,session&since="+rev(2), nil)
 		if got := again.take(); got != tail {
 			t.Errorf("resumed after 4:\n%s\nwant:\n%s", got, tail)
 		}
@@ -188,9 +198,9 @@ func TestWatchSession(t *testing.T) {
 			t.Fatal(err)
 		}
 		synctest.Wait()
-		want := fill(`{"kind":"reset","revision":9}
-{"revision":10,"time":"2000-01-01T00:01:10Z","kind":"session","id":"SID","to":"Running"}
-`, "SID", ses2.ID)
+		want := fill(`{"kind":"reset","revision":R7}
+{"revision":R8,"time":"2000-01-01T00:01:10Z","kind":"session","id":"SID","to":"Running"}
+`, "SID", ses2.ID, "R7", rev(7), "R8", rev(8))
 		if got := old.take(); got != want {
 			t.Errorf("resumed after 0:\n%s\nwant:\n%s", got, want)
 		}
