@@ -447,8 +447,14 @@ func (c *renderCache) entry(ev *forewarn.Event) []byte {
 	return b[2 : len(b)-2 : len(b)-2]
 }
 
-// single returns the list of ev alone, rendered once.
+// single returns the list of ev alone, rendered once. An event of one
+// VM is shown by that VM alone, so it is rendered without the cache:
+// looking it up and keeping it (a weak pointer each) cost more than the
+// rendering, and a fleet-wide event is 100,000 of them.
 func (c *renderCache) single(ev *forewarn.Event) []byte {
+	if len(ev.Resources) == 1 {
+		return append(appendEntry(append(make([]byte, 0, 320), "[ "...), ev), " ]"...)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if b, ok := c.alone.Get(ev); ok {
