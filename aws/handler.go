@@ -155,7 +155,9 @@ func NewServer(eng *engine.Engine, log *slog.Logger) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{eng: eng, log: log, slots: slots.New[slot](forewarn.AWS)}
+	// Parallel: the function below touches its own slot, and the render
+	// cache takes its lock.
+	s := &Server{eng: eng, log: log, slots: slots.New[slot](forewarn.AWS).Parallel()}
 	cache := &renderCache{}
 	mk := func() *slot { return new(slot) }
 	eng.SubscribeBatch(func(vs []*engine.View) {

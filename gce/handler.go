@@ -164,7 +164,7 @@ func NewServer(eng *engine.Engine, log *slog.Logger) *Server {
 	s := &Server{
 		eng:     eng,
 		log:     log,
-		slots:   slots.New[slot](forewarn.GCE),
+		slots:   slots.New[slot](forewarn.GCE).Parallel(), // render is safe for different slots at once
 		closing: make(chan struct{}),
 	}
 	cache := &renderCache{}

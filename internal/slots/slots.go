@@ -6,6 +6,10 @@
 package slots
 
 import (
+	"runtime"
+	"slices"
+	"sync"
+
 	"github.com/forewarn/forewarn"
 	"github.com/forewarn/forewarn/engine"
 	"github.com/forewarn/forewarn/internal/cow"
@@ -17,11 +21,22 @@ import (
 type Table[S any] struct {
 	api forewarn.Provider
 	m   *cow.Map[string, *S]
+	// parallel says set may run for different slots at once.
+	parallel bool
 }
 
 // New returns an empty Table for the VMs of api.
 func New[S any](api forewarn.Provider) *Table[S] {
 	return &Table[S]{api: api, m: cow.New[string, *S](cow.String)}
+}
+
+// Parallel lets Update call set for different slots at once, on every
+// CPU, when a batch is large (a fleet-wide event's): set must then be
+// safe to run concurrently for different slots. It returns t. Call it
+// before the first Update.
+func (t *Table[S]) Parallel() *Table[S] {
+	t.parallel = true
+	return t
 }
 
 // Load returns the slot of the VM named name, or nil when the table holds
@@ -46,8 +61,40 @@ func (t *Table[S]) Range(f func(name string, s *S) bool) { t.m.Range(f) }
 // stored in one write, whatever the batch's size. A batch names each VM
 // once at most, as the engine's do.
 func (t *Table[S]) Update(vs []*engine.View, mk func() *S, set func(*S, *engine.View), drop func(*S)) {
-	var es []cow.Entry[string, *S]
-	var dropped []*S
+	parts := 1
+	if t.parallel {
+		parts = max(1, min(runtime.GOMAXPROCS(0), len(vs)/minPart))
+	}
+	es := make([][]cow.Entry[string, *S], parts)
+	dropped := make([][]*S, parts)
+	var wg sync.WaitGroup
+	for i := range parts {
+		lo, hi := len(vs)*i/parts, len(vs)*(i+1)/parts
+		do := func() { es[i], dropped[i] = t.update(vs[lo:hi], mk, set) }
+		if i == parts-1 {
+			do() // on this goroutine
+		} else {
+			wg.Go(do)
+		}
+	}
+	wg.Wait()
+	t.m.Apply(slices.Concat(es...))
+	if drop != nil {
+		for _, d := range dropped {
+			for _, s := range d {
+				drop(s)
+			}
+		}
+	}
+}
+
+// minPart is the fewest views a part of a parallel Update takes: below
+// it, starting a goroutine costs more than it saves.
+const minPart = 4096
+
+// update is Update's work on the views vs, but for storing the slots:
+// it returns the entries to store and the slots to drop.
+func (t *Table[S]) update(vs []*engine.View, mk func() *S, set func(*S, *engine.View)) (es []cow.Entry[string, *S], dropped []*S) {
 	for _, v := range vs {
 		name := v.VM.Name
 		s := t.Load(name)
@@ -64,10 +111,5 @@ func (t *Table[S]) Update(vs []*engine.View, mk func() *S, set func(*S, *engine.
 		}
 		set(s, v)
 	}
-	t.m.Apply(es)
-	if drop != nil {
-		for _, s := range dropped {
-			drop(s)
-		}
-	}
+	return es, dropped
 }

@@ -2,6 +2,7 @@ package slots_test
 
 import (
 	"fmt"
+	"sync/atomic"
 	"testing"
 
 	"github.com/forewarn/forewarn"
@@ -89,5 +90,49 @@ func TestUpdateLarge(t *testing.T) {
 	tb.Update(vs, nil, nil, nil)
 	if tb.Len() != 0 {
 		t.Fatalf("%d slots held after every VM left", tb.Len())
+	}
+}
+
+// TestUpdateParallel: a Parallel table's large batch sets every VM's
+// slot exactly once, makes each new one once, and stores them all; its
+// removal drops each once. Run with -race, it also checks that set runs
+// for different slots only.
+func TestUpdateParallel(t *testing.T) {
+	tb := slots.New[slot](forewarn.AWS).Parallel()
+	const n = 5 * 4096
+	vs := make([]*engine.View, n)
+	for i := range vs {
+		vs[i] = view(fmt.Sprintf("vm%06d", i), forewarn.AWS, false)
+	}
+	var made, dropped atomic.Int64
+	mk := func() *slot { made.Add(1); return &slot{} }
+	set := func(s *slot, v *engine.View) { s.views = append(s.views, v) }
+	drop := func(s *slot) { s.dropped = true; dropped.Add(1) }
+	tb.Update(vs, mk, set, drop)
+	if made.Load() != n || tb.Len() != n {
+		t.Fatalf("%d made, %d held, want %d", made.Load(), tb.Len(), n)
+	}
+	for _, v := range vs {
+		s := tb.Load(v.VM.Name)
+		if s == nil || len(s.views) != 1 || s.views[0] != v {
+			t.Fatalf("%s: slot %v", v.VM.Name, s)
+		}
+	}
+	// Every other VM again, and the rest removed.
+	for i := range vs {
+		vs[i] = view(vs[i].VM.Name, forewarn.AWS, i%2 == 1)
+	}
+	held := make([]*slot, n)
+	for i, v := range vs {
+		held[i] = tb.Load(v.VM.Name)
+	}
+	tb.Update(vs, mk, set, drop)
+	if made.Load() != n || dropped.Load() != n/2 || tb.Len() != n/2 {
+		t.Fatalf("%d made, %d dropped, %d held", made.Load(), dropped.Load(), tb.Len())
+	}
+	for i, s := range held {
+		if want := 1 + (i+1)%2; len(s.views) != want || s.dropped != (i%2 == 1) {
+			t.Fatalf("VM %d: set %d times (want %d), dropped %v", i, len(s.views), want, s.dropped)
+		}
 	}
 }
