@@ -24,6 +24,7 @@
 package bolt
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -451,7 +452,11 @@ func (s *Store) Commit(ctx context.Context, c *forewarn.Change) (int64, error) {
 	for i := range eventOrder {
 		eventOrder[i] = i
 	}
-	slices.SortStableFunc(eventOrder, func(a, b int) int { return strings.Compare(c.Events[a].ID, c.Events[b].ID) })
+	// (The index breaks ties: an unstable sort, which is several times
+	// faster than a stable one on a fleet-wide event's 100,000.)
+	slices.SortFunc(eventOrder, func(a, b int) int {
+		return cmp.Or(strings.Compare(c.Events[a].ID, c.Events[b].ID), cmp.Compare(a, b))
+	})
 	var rev int64
 	err = s.db.Update(func(tx *bbolt.Tx) error {
 		meta := tx.Bucket(metaBucket)
