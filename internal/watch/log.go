@@ -15,6 +15,9 @@ import (
 // store that lives in one process. It holds commits until their weight
 // (one per event, incarnation and record) passes a bound, then forgets
 // the oldest; a follower that needs a forgotten commit is told to reload.
+// Once every follower has taken a commit, the log keeps it only while
+// the kept weight is under a smaller bound, for followers still to come:
+// a fleet-wide event's commit is not held after its followers have it.
 // The zero Log is empty at revision 0; Reset places it at a store's
 // revision.
 type Log struct {
@@ -32,6 +35,8 @@ type Log struct {
 	// wake is closed and replaced when a commit is added or the log
 	// closes.
 	wake chan struct{}
+	// readers holds each follower's next revision.
+	readers map[*int64]struct{}
 }
 
 // Bounds of what a Log keeps: enough that a follower a few commits behind
@@ -39,6 +44,9 @@ type Log struct {
 const (
 	maxKept   = 4096
 	maxWeight = 1 << 20
+	// maxTaken bounds the weight kept of commits every follower has
+	// taken.
+	maxTaken = 1 << 12
 )
 
 // Reset empties the log at revision rev, the store's current revision.
@@ -75,13 +83,32 @@ func (l *Log) Append(u *forewarn.Update) {
 		u = l.early[next]
 		delete(l.early, next)
 	}
-	for len(l.ups) > 1 && (len(l.ups) > maxKept || l.weight > maxWeight) {
+	l.trimLocked()
+	l.wakeLocked()
+}
+
+// trimLocked forgets the oldest commits while the log holds too many,
+// or weighs too much, or weighs more than maxTaken in commits every
+// follower has taken. The newest commit stays until every follower has
+// it.
+func (l *Log) trimLocked() {
+	taken := l.base + int64(len(l.ups)) // what every follower has
+	for r := range l.readers {
+		taken = min(taken, *r-1)
+	}
+	for len(l.ups) > 0 {
+		old := l.ups[0].Revision <= taken
+		if !(len(l.ups) > 1 && (len(l.ups) > maxKept || l.weight > maxWeight) || old && l.weight > maxTaken) {
+			break
+		}
 		l.weight -= Weight(l.ups[0])
 		l.ups[0] = nil
 		l.ups = l.ups[1:]
 		l.base++
 	}
-	l.wakeLocked()
+	if len(l.ups) == 0 {
+		l.ups = nil // the array the forgotten ones held
+	}
 }
 
 func (l *Log) wakeLocked() {
@@ -126,9 +153,22 @@ func (l *Log) Close() {
 // forewarn.Store's Follow describes.
 func (l *Log) Follow(ctx context.Context, since int64) <-chan *forewarn.Update {
 	ch := make(chan *forewarn.Update, 16)
+	next := new(int64)
+	*next = since + 1
+	l.mu.Lock()
+	if l.readers == nil {
+		l.readers = map[*int64]struct{}{}
+	}
+	l.readers[next] = struct{}{}
+	l.mu.Unlock()
 	go func() {
 		defer close(ch)
-		next := since + 1
+		defer func() {
+			l.mu.Lock()
+			delete(l.readers, next)
+			l.trimLocked()
+			l.mu.Unlock()
+		}()
 		for {
 			l.mu.Lock()
 			if l.closed {
@@ -137,12 +177,12 @@ func (l *Log) Follow(ctx context.Context, since int64) <-chan *forewarn.Update {
 			}
 			var batch []*forewarn.Update
 			reload := false
-			if head := l.base + int64(len(l.ups)); next <= head {
-				if next <= l.base {
+			if head := l.base + int64(len(l.ups)); *next <= head {
+				if *next <= l.base {
 					reload = true
 				} else {
 					// A copy: Append clears forgotten slots.
-					batch = slices.Clone(l.ups[next-l.base-1:])
+					batch = slices.Clone(l.ups[*next-l.base-1:])
 				}
 			}
 			if l.wake == nil {
@@ -160,10 +200,13 @@ func (l *Log) Follow(ctx context.Context, since int64) <-chan *forewarn.Update {
 			for _, u := range batch {
 				select {
 				case ch <- u:
-					next = u.Revision + 1
 				case <-ctx.Done():
 					return
 				}
+				l.mu.Lock()
+				*next = u.Revision + 1
+				l.trimLocked()
+				l.mu.Unlock()
 			}
 			if len(batch) > 0 {
 				continue // more may have come while sending

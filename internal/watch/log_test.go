@@ -80,3 +80,58 @@ func TestLogForgets(t *testing.T) {
 		t.Fatalf("after Close got %+v, want a closed channel", u)
 	}
 }
+
+// TestLogForgetsWhatAllTook: a heavy commit stays while a follower has
+// yet to take it (its channel is full), and is forgotten once every
+// follower has; light commits stay for followers still to come.
+func TestLogForgetsWhatAllTook(t *testing.T) {
+	var l Log
+	l.Reset(0)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	slow := l.Follow(ctx, 0)
+	fast := l.Follow(ctx, 0)
+	const light = 20 // more than a follower's channel holds
+	for rev := int64(1); rev <= light; rev++ {
+		l.Append(up(rev, 1))
+	}
+	l.Append(up(light+1, maxTaken)) // over maxTaken alone
+	for range light + 1 {
+		next(t, fast)
+	}
+	kept := func() (int64, int) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.base, len(l.ups)
+	}
+	// What the slow one has taken into its channel is forgotten (but
+	// for a light remainder); what it has not, the heavy one among it,
+	// is kept.
+	if base, n := kept(); base+int64(n) != light+1 || base >= light {
+		t.Fatalf("with a follower behind: base %d, %d kept; want the commits after %d up to %d", base, n, base, light+1)
+	}
+	// Once the slow one has them all, the heavy one is forgotten, and
+	// the light ones before it with it.
+	for range light + 1 {
+		next(t, slow)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for base, n := kept(); base != light+1 || n != 0; base, n = kept() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after every follower took them: base %d, %d kept; want %d, 0", base, n, light+1)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if u := next(t, l.Follow(ctx, light)); u == nil || !u.Reload {
+		t.Fatalf("follow from %d got %+v, want a Reload", light, u)
+	}
+	// Light commits are kept for a follower that comes later.
+	l.Append(up(light+2, 1))
+	l.Append(up(light+3, 1))
+	for _, ch := range []<-chan *forewarn.Update{fast, fast, slow, slow} {
+		next(t, ch)
+	}
+	if u := next(t, l.Follow(ctx, light+1)); u == nil || u.Revision != light+2 {
+		t.Fatalf("follow from %d got %+v, want revision %d", light+1, u, light+2)
+	}
+}
