@@ -14,6 +14,10 @@ const DefaultMemoryHeadroom = 64
 // memoryEvery is how often the soft memory limit follows the live heap.
 const memoryEvery = 250 * time.Millisecond
 
+// releaseEvery is how often at most governMemory hands free heap pages
+// back to the system at once: each time costs a collection.
+const releaseEvery = 2 * time.Second
+
 // governMemory keeps Go's soft memory limit at the memory the runtime
 // holds besides heap objects and the heap's free pages, plus the live
 // heap of the last collection, plus headroom MiB, until ctx ends; then it restores the
@@ -37,6 +41,9 @@ func governMemory(ctx context.Context, headroom int) {
 	}
 	old := debug.SetMemoryLimit(-1)
 	defer debug.SetMemoryLimit(old)
+	released0 := time.Now() // the start's garbage is released apart
+	var objects0 uint64
+	quiet := 0 // ticks since the heap last grew
 	t := time.NewTicker(memoryEvery)
 	defer t.Stop()
 	for {
@@ -53,6 +60,22 @@ func governMemory(ctx context.Context, headroom int) {
 		if total, released, objects, live, free := v[0], v[1], v[2], v[3], v[4]; ok && total >= released+objects+free {
 			limit := total - released - objects - free + live + uint64(headroom)<<20
 			debug.SetMemoryLimit(int64(min(limit, uint64(old))))
+			// With no allocation going on, the runtime returns free pages
+			// at about 1 % of a CPU, so after a burst (a fleet-wide event
+			// at 100,000 VMs frees some 150 MB) the server would hold them
+			// for many seconds. Past the headroom they go back at once
+			// when the burst is over: the heap has not grown over two
+			// ticks (in a burst it grows but at each collection). At
+			// most every releaseEvery.
+			quiet = quiet + 1
+			if objects > objects0 {
+				quiet = 0
+			}
+			if free > uint64(headroom)<<20 && quiet >= 2 && time.Since(released0) >= releaseEvery {
+				debug.FreeOSMemory()
+				released0 = time.Now()
+			}
+			objects0 = objects
 		}
 		select {
 		case <-ctx.Done():
