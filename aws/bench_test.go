@@ -172,8 +172,8 @@ func BenchmarkRender(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/VM")
-			if d := docs[n-1]; !bytes.Contains(d.scheduled, []byte(`"system-maintenance"`)) {
-				b.Fatalf("the last VM's scheduled events: %s", d.scheduled)
+			if d := docs[n-1]; !bytes.Contains(d.scheduled.bytes(), []byte(`"system-maintenance"`)) {
+				b.Fatalf("the last VM's scheduled events: %s", d.scheduled.bytes())
 			}
 		})
 	}
@@ -203,8 +203,8 @@ func BenchmarkRenderNew(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/VM")
-			if d := docs[n-1]; string(d.scheduled) != "[]" {
-				b.Fatalf("the last VM's scheduled events: %s", d.scheduled)
+			if d := docs[n-1]; string(d.scheduled.bytes()) != "[]" {
+				b.Fatalf("the last VM's scheduled events: %s", d.scheduled.bytes())
 			}
 		})
 	}

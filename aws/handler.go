@@ -468,7 +468,7 @@ func (s *Server) Documents(vm string) map[string]string {
 	d := sl.doc.Load()
 	out := map[string]string{}
 	if d.scheduled != nil {
-		out["/latest/meta-data/events/maintenance/scheduled"] = string(d.scheduled)
+		out["/latest/meta-data/events/maintenance/scheduled"] = string(d.scheduled.bytes())
 	}
 	if d.instanceAction != nil {
 		out["/latest/meta-data/spot/instance-action"] = string(d.instanceAction)

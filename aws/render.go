@@ -36,7 +36,7 @@ const EventTime = "2 Jan 2006 15:04:05 GMT"
 type doc struct {
 	def *def
 	// The keys that change with the VM's events; nil means 404.
-	scheduled, history          []byte
+	scheduled, history          *list
 	instanceAction, termination []byte
 	rebalance                   []byte
 	lifecycle                   []byte
@@ -362,6 +362,47 @@ func entry(ev *forewarn.Event) scheduledEvent {
 // emptyList is the answer of an event list with no events.
 var emptyList = []byte("[]")
 
+// list is an EC2 event list, rendered at its first read: until a VM
+// asks, a fleet-wide event costs it a pointer, not the 300 bytes of its
+// rendering, and no time in the commit that makes or changes it.
+type list struct {
+	// one is the list's event when it has one; evs its events, in the
+	// list's order, when it has several.
+	one   *forewarn.Event
+	evs   []*forewarn.Event
+	cache *renderCache
+	b     lazy.Value[[]byte]
+}
+
+// none is the list of no events, rendered.
+var none = func() *list {
+	l := &list{}
+	l.b.Store(&emptyList)
+	return l
+}()
+
+// bytes returns l rendered, rendering it on its first call; concurrent
+// first calls return the same bytes.
+func (l *list) bytes() []byte {
+	return *l.b.Get(func() *[]byte {
+		var b []byte
+		if l.one != nil {
+			b = l.cache.single(l.one)
+		} else {
+			b = l.cache.list(l.evs)
+		}
+		return &b
+	})
+}
+
+// rendered returns l's rendering, or nil before its first read.
+func (l *list) rendered() []byte {
+	if p := l.b.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
 // renderCache shares the rendering of one event version between every
 // VM that lists it, and between the docs of one VM that list it: an
 // event naming 100,000 VMs is rendered once, not once per VM, and a VM
@@ -491,10 +532,10 @@ func appendField(b []byte, name, value string) []byte {
 	return jsonstr.AppendHTML(b, value)
 }
 
-// eventList renders the EC2 scheduled events of evs that keep keeps as a
-// JSON array, earliest NotBefore first, in EC2's layout ("[ {...}, {...} ]");
-// [] when there are none.
-func eventList(evs []*forewarn.Event, keep func(*forewarn.Event) bool, cache *renderCache) []byte {
+// eventList returns the EC2 scheduled events of evs that keep keeps as
+// a list that renders as a JSON array, earliest NotBefore first, in
+// EC2's layout ("[ {...}, {...} ]"); [] when there are none.
+func eventList(evs []*forewarn.Event, keep func(*forewarn.Event) bool, cache *renderCache) *list {
 	var one *forewarn.Event
 	var sel []*forewarn.Event
 	for _, ev := range evs {
@@ -508,9 +549,9 @@ func eventList(evs []*forewarn.Event, keep func(*forewarn.Event) bool, cache *re
 	}
 	switch {
 	case one == nil:
-		return emptyList
+		return none
 	case sel == nil:
-		return cache.single(one)
+		return &list{one: one, cache: cache}
 	}
 	sel = append(sel, one)
 	slices.SortStableFunc(sel, func(a, b *forewarn.Event) int {
@@ -519,7 +560,7 @@ func eventList(evs []*forewarn.Event, keep func(*forewarn.Event) bool, cache *re
 		}
 		return strings.Compare(a.ID, b.ID)
 	})
-	return cache.list(sel)
+	return &list{evs: sel, cache: cache}
 }
 
 // render builds the doc of v's VM, whose definition is df: its event
@@ -583,7 +624,7 @@ func render(v *engine.View, df *def, cache *renderCache) *doc {
 // see marks the events that answer b, read from d, shows.
 func (d *doc) see(h *history.History, w http.ResponseWriter, b []byte) {
 	switch {
-	case same(b, d.scheduled):
+	case same(b, d.scheduled.rendered()):
 		for _, r := range d.sched {
 			h.See(w, r)
 		}

@@ -42,8 +42,8 @@ func TestListsOwn(t *testing.T) {
 	d := func(i int) *doc { return s.slots.Load(fmt.Sprintf("vm%06d", i)).doc.Load() }
 	for i := range 4 {
 		for j := range 4 {
-			has := contains(string(d(i).scheduled), EventID(reboots[j].ID))
-			ended := contains(string(d(i).history), EventID(stops[j].ID))
+			has := contains(string(d(i).scheduled.bytes()), EventID(reboots[j].ID))
+			ended := contains(string(d(i).history.bytes()), EventID(stops[j].ID))
 			if has != (i == j) || ended != (i == j) {
 				t.Errorf("vm%d lists vm%d's reboot %v, its canceled stop %v", i, j, has, ended)
 			}
@@ -74,7 +74,7 @@ func TestHistoryBounded(t *testing.T) {
 	if len(h) != engine.MaxHistory || h[len(h)-1].ID != last {
 		t.Fatalf("history holds %d events, the last %s; want %d ending in %s", len(h), h[len(h)-1].ID, engine.MaxHistory, last)
 	}
-	if got := string(s.slots.Load("vm000000").doc.Load().history); len(got) < 100 || !contains(got, EventID(last)) {
+	if got := string(s.slots.Load("vm000000").doc.Load().history.bytes()); len(got) < 100 || !contains(got, EventID(last)) {
 		t.Fatalf("rendered history lacks the newest event %s", EventID(last))
 	}
 }

@@ -233,9 +233,9 @@ func (d *doc) key(key string, v version) []byte {
 	case "meta-data/events/maintenance":
 		return maintenanceDir.list(d, v)
 	case "meta-data/events/maintenance/scheduled":
-		return at(v, sinceEvents, d.scheduled)
+		return at(v, sinceEvents, d.scheduled.bytes())
 	case "meta-data/events/maintenance/history":
-		return at(v, sinceEvents, d.history)
+		return at(v, sinceEvents, d.history.bytes())
 	case "meta-data/events/recommendations":
 		return recommendDir.list(d, v)
 	case "meta-data/events/recommendations/rebalance":
