@@ -227,12 +227,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// The caller is looked up once, for the history and the answer.
 	vm := s.Caller(r)
-	hw := s.history.Start(w, history.NameOf(vm))
-	w, start := s.metrics.Start(hw, r)
-	s.serve(w, r, vm)
-	s.metrics.Done(w, r, route(r.URL.Path), start)
+	// One reading of the clock at the start and one at the end serve
+	// both the history and the metrics.
+	start := time.Now()
+	hw := s.history.StartAt(w, history.NameOf(vm), start)
+	mw := s.metrics.Start(hw, r)
+	s.serve(mw, r, vm)
+	took := time.Since(start)
+	s.metrics.Done(mw, route(r.URL.Path), took)
 	if s.history != nil {
-		s.history.Done(hw, history.AWS, r.Method, r.URL.Path, "")
+		s.history.DoneAfter(hw, took, history.AWS, r.Method, r.URL.Path, "")
 	}
 }
 

@@ -187,15 +187,19 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if vm != nil && vm.Provider == forewarn.Azure {
 		name = vm.Name
 	}
-	hw := s.history.Start(w, name)
-	w, start := s.metrics.Start(hw, r)
-	s.dispatch(w, r, vm)
-	s.metrics.Done(w, r, route(r.URL.Path), start)
+	// One reading of the clock at the start and one at the end serve
+	// both the history and the metrics.
+	start := time.Now()
+	hw := s.history.StartAt(w, name, start)
+	mw := s.metrics.Start(hw, r)
+	s.dispatch(mw, r, vm)
+	took := time.Since(start)
+	s.metrics.Done(mw, route(r.URL.Path), took)
 	if s.history != nil {
 		var buf [8]query.Param
 		q, _ := query.Parse(r.URL.RawQuery, buf[:0])
 		v, _ := query.Get(q, "api-version")
-		s.history.Done(hw, history.Azure, r.Method, r.URL.Path, v)
+		s.history.DoneAfter(hw, took, history.Azure, r.Method, r.URL.Path, v)
 	}
 }
 

@@ -315,6 +315,16 @@ func NameOf(vm *forewarn.VM) string {
 // the inventory's string, not a request's), and may allocate; later
 // ones do not.
 func (h *History) Start(w http.ResponseWriter, vm string) http.ResponseWriter {
+	if h == nil {
+		return w
+	}
+	return h.StartAt(w, vm, time.Now())
+}
+
+// StartAt is Start for a request that began at start, a reading of
+// time.Now (with its monotonic clock) that the caller shares with its
+// other records of the request; finish it with DoneAfter.
+func (h *History) StartAt(w http.ResponseWriter, vm string, start time.Time) http.ResponseWriter {
 	rg, g, ok := h.ring(vm)
 	if !ok {
 		return w
@@ -332,7 +342,7 @@ func (h *History) Start(w http.ResponseWriter, vm string) http.ResponseWriter {
 	if hw == nil {
 		hw = new(Writer)
 	}
-	*hw = Writer{ResponseWriter: w, start: time.Now(), ring: rg}
+	*hw = Writer{ResponseWriter: w, start: start, ring: rg}
 	if before == 0 {
 		hw.gapFrom = rg.lastEnd.Load()
 	} else {
@@ -349,15 +359,31 @@ func (h *History) Done(w http.ResponseWriter, api API, method, path, version str
 	if !ok || h == nil {
 		return
 	}
-	now := time.Now()
+	h.done(hw, time.Since(hw.start), api, method, path, version)
+}
+
+// DoneAfter is Done for a request StartAt began, which took took since
+// the start it was given (the caller's reading of the clock, shared with
+// its other records of the request).
+func (h *History) DoneAfter(w http.ResponseWriter, took time.Duration, api API, method, path, version string) {
+	hw, ok := w.(*Writer)
+	if !ok || h == nil {
+		return
+	}
+	h.done(hw, took, api, method, path, version)
+}
+
+// done records the request answered through hw, which took took.
+func (h *History) done(hw *Writer, took time.Duration, api API, method, path, version string) {
 	code := hw.code
 	if code == 0 {
 		code = http.StatusOK
 	}
-	start, end := hw.start.UnixNano(), now.UnixNano()
+	start := hw.start.UnixNano()
+	end := start + int64(took)
 	s := slot{
 		time:     start,
-		latency:  uint32(min(now.Sub(hw.start)/time.Microsecond, math.MaxUint32)),
+		latency:  uint32(min(max(took, 0)/time.Microsecond, math.MaxUint32)),
 		approved: hw.approved,
 		path:     h.intern(path, code >= 400),
 		version:  h.intern(version, code >= 400),

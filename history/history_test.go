@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/forewarn/forewarn/history"
 )
@@ -235,4 +237,31 @@ func TestRecordedStringsArePrintable(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestStartAtDoneAfter: a request recorded with the caller's clock
+// readings is entered at the start it was given, with the latency it
+// was given; the Start and Done it stands in for measure the same.
+func TestStartAtDoneAfter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := history.New([]string{"a", "b"}, history.DefaultSize)
+		start := time.Now().Add(-time.Minute)
+		w := h.StartAt(httptest.NewRecorder(), "a", start)
+		w.WriteHeader(http.StatusOK)
+		h.DoneAfter(w, 1500*time.Microsecond, history.Azure, "GET", "/metadata/scheduledevents", "2020-07-01")
+
+		w = h.Start(httptest.NewRecorder(), "b")
+		time.Sleep(1500 * time.Microsecond)
+		h.Done(w, history.Azure, "GET", "/metadata/scheduledevents", "2020-07-01")
+
+		for vm, at := range map[string]time.Time{"a": start, "b": time.Now().Add(-1500 * time.Microsecond)} {
+			got, _ := h.Entries(vm)
+			if len(got) != 1 {
+				t.Fatalf("%s: %d entries, want 1", vm, len(got))
+			}
+			if e := got[0]; !e.Time.Equal(at) || e.Latency != 1500*time.Microsecond || e.Status != http.StatusOK {
+				t.Errorf("%s: entry at %v, latency %v, status %d; want %v, 1.5ms, 200", vm, e.Time, e.Latency, e.Status, at)
+			}
+		}
+	})
 }

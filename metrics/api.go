@@ -88,6 +88,7 @@ func (m *Metrics) API(name string, routes []string) *API {
 type Writer struct {
 	http.ResponseWriter
 	code int
+	slot *slot // where Done puts it back
 }
 
 // WriteHeader notes the first status code and passes it on.
@@ -124,26 +125,28 @@ func Unwrap(w http.ResponseWriter) http.ResponseWriter {
 // Start begins recording the request r answered through w: serve it
 // through the returned writer and pass that to Done. On a nil API it
 // returns w.
-func (a *API) Start(w http.ResponseWriter, r *http.Request) (http.ResponseWriter, time.Time) {
+func (a *API) Start(w http.ResponseWriter, r *http.Request) http.ResponseWriter {
 	if a == nil {
-		return w, time.Time{}
+		return w
 	}
 	s := &a.writers[maphash.String(a.seed, r.RemoteAddr)%writerSlots]
 	mw := s.w.Swap(nil)
 	if mw == nil {
 		mw = new(Writer)
 	}
-	mw.ResponseWriter, mw.code = w, 0
-	return mw, time.Now()
+	mw.ResponseWriter, mw.code, mw.slot = w, 0, s
+	return mw
 }
 
 // Done records the request Start began, as one of route (an index into
-// the API's routes), and releases w.
-func (a *API) Done(w http.ResponseWriter, r *http.Request, route int, start time.Time) {
+// the API's routes), having taken took, and releases w. The caller
+// measures took, so that it can share its clock readings with the
+// request's history.
+func (a *API) Done(w http.ResponseWriter, route int, took time.Duration) {
 	if a == nil {
 		return
 	}
-	a.duration[route].Observe(time.Since(start).Seconds())
+	a.duration[route].Observe(took.Seconds())
 	mw := w.(*Writer)
 	code := mw.code
 	if code == 0 {
@@ -153,8 +156,9 @@ func (a *API) Done(w http.ResponseWriter, r *http.Request, route int, start time
 		a.throttled.Inc()
 	}
 	a.counter(route, code).Inc()
-	mw.ResponseWriter = nil
-	a.writers[maphash.String(a.seed, r.RemoteAddr)%writerSlots].w.Store(mw)
+	s := mw.slot
+	mw.ResponseWriter, mw.slot = nil, nil
+	s.w.Store(mw)
 }
 
 // counter returns the request counter of route and code.

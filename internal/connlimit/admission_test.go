@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -455,8 +456,12 @@ func TestWriteTimeoutKeepsASoonerDeadline(t *testing.T) {
 	}
 	// Lifting it leaves the write timeout, an hour here.
 	c.SetWriteDeadline(time.Time{})
-	if n := c.(*conn).deadline.Load(); n != 0 {
-		t.Errorf("a lifted deadline is kept as %d", n)
+	lc := c.(*conn)
+	lc.dmu.Lock()
+	d := lc.deadline
+	lc.dmu.Unlock()
+	if d != noDeadline {
+		t.Errorf("a lifted deadline is kept as %v", d)
 	}
 }
 
@@ -518,4 +523,74 @@ func TestKnownFollowsItsFunction(t *testing.T) {
 	if l.strange.total != 3 || l.sources[x].n != 3 {
 		t.Fatalf("after a close, the strangers hold %d and the address %d; want 3 and 3", l.strange.total, l.sources[x].n)
 	}
+}
+
+// deadlineConn is a fakeConn that records the write deadlines set on it.
+type deadlineConn struct {
+	fakeConn
+	sets []time.Time
+}
+
+func (c *deadlineConn) SetWriteDeadline(t time.Time) error {
+	c.sets = append(c.sets, t)
+	return nil
+}
+
+// TestWriteDeadlineMovesOncePerSlack: a connection answering request
+// after request, net/http lifting the write deadline after each answer,
+// has its socket's write deadline set about once per tenth of the write
+// timeout, not per answer; and every write still gets at least the
+// timeout and at most a tenth more, or a sooner deadline set on it.
+func TestWriteDeadlineMovesOncePerSlack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const timeout = 10 * time.Second
+		l := New(nil, Config{WriteTimeout: timeout})
+		dc := &deadlineConn{fakeConn: fakeConn{addr: &net.TCPAddr{IP: net.IPv4(10, 0, 0, 1), Port: 1}}}
+		c := l.admit(dc)
+		// Covered reports whether the deadline on the socket gives a
+		// write made now at least the timeout and at most the slack more.
+		covered := func() bool {
+			if len(dc.sets) == 0 {
+				return false
+			}
+			left := time.Until(dc.sets[len(dc.sets)-1])
+			return left >= timeout && left <= timeout+timeout/writeSlack
+		}
+		const answers = 10_000
+		for range answers {
+			if _, err := c.Write([]byte("HTTP/1.1 200 OK\r\n\r\n")); err != nil {
+				t.Fatal(err)
+			}
+			if !covered() {
+				t.Fatalf("after %d deadlines, the last %v leaves %v at a write; want %v to %v",
+					len(dc.sets), dc.sets[len(dc.sets)-1], time.Until(dc.sets[len(dc.sets)-1]), timeout, timeout+timeout/writeSlack)
+			}
+			c.SetWriteDeadline(time.Time{}) // as net/http after each answer
+			time.Sleep(time.Millisecond)
+		}
+		// 10 s of answers with a slack of 1 s.
+		if n := len(dc.sets); n > 11 {
+			t.Errorf("%d answers over %v set the write deadline %d times, want at most 11", answers, answers*time.Millisecond, n)
+		}
+
+		// A sooner deadline of the user's is set at once and kept.
+		soon := time.Now().Add(time.Second)
+		c.SetWriteDeadline(soon)
+		c.Write([]byte("x"))
+		if got := dc.sets[len(dc.sets)-1]; !got.Equal(soon) {
+			t.Errorf("the socket's deadline is %v after the user set %v", got, soon)
+		}
+		// Lifting it gives the socket the timeout's again, at once.
+		c.SetWriteDeadline(time.Time{})
+		if !covered() {
+			t.Errorf("after the user's deadline was lifted, the socket's is %v", dc.sets[len(dc.sets)-1])
+		}
+		// A later deadline of the user's than the timeout's leaves the
+		// timeout's bound.
+		c.SetWriteDeadline(time.Now().Add(time.Hour))
+		c.Write([]byte("x"))
+		if !covered() {
+			t.Errorf("under a user's deadline an hour away, the socket's is %v", dc.sets[len(dc.sets)-1])
+		}
+	})
 }

@@ -33,6 +33,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/netip"
@@ -69,7 +70,9 @@ type Config struct {
 	StrangerTotal     int
 	// WriteTimeout, when positive, bounds how long a write to an
 	// accepted connection may take: each piece of up to writeChunk bytes
-	// must be taken by the client within it, or the write fails with a
+	// must be taken by the client within it, give or take a tenth more
+	// (the socket's deadline is moved only once it has come nearer than
+	// WriteTimeout, not at every write), or the write fails with a
 	// timeout (and net/http closes the connection). A connection that
 	// writes nothing, such as a held long-poll, is not affected. A
 	// shorter deadline set on the connection still applies.
@@ -90,6 +93,14 @@ type Config struct {
 // slow but keeps reading is not cut off.
 const writeChunk = 64 << 10
 
+// writeSlack is the fraction of the WriteTimeout a piece of a write
+// may be given beyond it: the socket's write deadline is set a
+// WriteTimeout and this fraction ahead, and set again only once fewer
+// than WriteTimeout remain, so that a connection answering request
+// after request moves the deadline about once per tenth of the timeout
+// instead of at every answer.
+const writeSlack = 10
+
 // victimScan bounds the sources looked at, heaviest first, for an idle
 // connection to close before an active one of the heaviest is closed.
 const victimScan = 16
@@ -104,6 +115,12 @@ const victimScan = 16
 type Listener struct {
 	net.Listener
 	cfg Config
+
+	// epoch is when the Listener was made: write deadlines are kept as
+	// offsets from it, read off the monotonic clock (one clock reading
+	// rather than the two of time.Now).
+	epoch time.Time
+	slack time.Duration // cfg.WriteTimeout / writeSlack
 
 	mu       sync.Mutex
 	sources  map[netip.Addr]*source // sources with open connections
@@ -148,7 +165,8 @@ func New(ln net.Listener, cfg Config) *Listener {
 	if cfg.LogEvery <= 0 {
 		cfg.LogEvery = 10 * time.Second
 	}
-	return &Listener{Listener: ln, cfg: cfg, sources: map[netip.Addr]*source{}}
+	return &Listener{Listener: ln, cfg: cfg, sources: map[netip.Addr]*source{},
+		epoch: time.Now(), slack: cfg.WriteTimeout / writeSlack}
 }
 
 // Accept returns the next connection within the caps, refusing the
@@ -171,7 +189,7 @@ func (l *Listener) Accept() (net.Conn, error) {
 func (l *Listener) admit(c net.Conn) net.Conn {
 	addr := sourceAddr(c.RemoteAddr())
 	stranger := l.cfg.Known != nil && !l.cfg.Known(addr)
-	lc := &conn{Conn: c, l: l}
+	lc := &conn{Conn: c, l: l, deadline: noDeadline, sock: noDeadline}
 	victim, reason := l.acquire(lc, addr, stranger)
 	if victim != nil {
 		l.count(victim.src.addr, "", true)
@@ -435,10 +453,20 @@ type conn struct {
 	released   bool
 	// state is the http.ConnState net/http last reported.
 	state atomic.Int32
-	// deadline is the write deadline set on the connection, in Unix
-	// nanoseconds; 0 is none.
-	deadline atomic.Int64
+
+	// dmu guards the write deadlines, kept as offsets from l.epoch
+	// (noDeadline for none): deadline is the one the connection's user
+	// set (net/http, or a handler through http.ResponseController); sock
+	// is the one on the socket, and byUser reports whether the user set
+	// it, not Write from the WriteTimeout.
+	dmu      sync.Mutex
+	deadline time.Duration
+	sock     time.Duration
+	byUser   bool
 }
+
+// noDeadline stands for no write deadline: later than any.
+const noDeadline = time.Duration(math.MaxInt64)
 
 // idle reports whether c is between requests or has not sent a whole
 // one yet, as far as net/http has told.
@@ -458,18 +486,13 @@ func (c *conn) Close() error {
 // the Listener's WriteTimeout (or the connection's own write deadline,
 // if sooner).
 func (c *conn) Write(p []byte) (int, error) {
-	timeout := c.l.cfg.WriteTimeout
-	if timeout <= 0 {
+	if c.l.cfg.WriteTimeout <= 0 {
 		return c.Conn.Write(p)
 	}
 	n := 0
 	for {
 		piece := p[:min(len(p), writeChunk)]
-		d := time.Now().Add(timeout)
-		if set := c.deadline.Load(); set != 0 && set < d.UnixNano() {
-			d = time.Unix(0, set)
-		}
-		_ = c.Conn.SetWriteDeadline(d) // a closed connection fails the write
+		c.bound()
 		k, err := c.Conn.Write(piece)
 		n += k
 		p = p[k:]
@@ -479,26 +502,61 @@ func (c *conn) Write(p []byte) (int, error) {
 	}
 }
 
+// bound makes sure that the socket's write deadline gives the next
+// piece of a write at least the WriteTimeout and at most the slack more,
+// or ends at the user's deadline when that is sooner. Only when the
+// deadline on the socket falls outside that does it set it again, to the
+// latest it may be; a connection answering many requests sets it about
+// once per slack.
+func (c *conn) bound() {
+	now := time.Since(c.l.epoch)
+	lo := now + c.l.cfg.WriteTimeout
+	hi := lo + c.l.slack
+	c.dmu.Lock()
+	defer c.dmu.Unlock()
+	if d := c.deadline; d < hi {
+		lo, hi = min(lo, d), d
+	}
+	if c.sock >= lo && c.sock <= hi {
+		return
+	}
+	// A closed connection fails the write that follows.
+	_ = c.Conn.SetWriteDeadline(c.l.epoch.Add(hi))
+	c.sock, c.byUser = hi, hi == c.deadline
+}
+
 // SetWriteDeadline sets the connection's write deadline, which bounds
-// each write besides the WriteTimeout.
+// each write besides the WriteTimeout. Lifting it (the zero time, as
+// net/http does after each answer) leaves the socket with the
+// WriteTimeout's deadline when Write set it, and changes nothing there.
 func (c *conn) SetWriteDeadline(t time.Time) error {
-	c.keepDeadline(t)
+	if c.l.cfg.WriteTimeout <= 0 {
+		return c.Conn.SetWriteDeadline(t)
+	}
+	c.dmu.Lock()
+	defer c.dmu.Unlock()
+	if t.IsZero() {
+		c.deadline = noDeadline
+		if !c.byUser {
+			return nil
+		}
+		// The socket has the user's deadline: a write under way gets the
+		// WriteTimeout's from now on.
+		hi := time.Since(c.l.epoch) + c.l.cfg.WriteTimeout + c.l.slack
+		c.sock, c.byUser = hi, false
+		return c.Conn.SetWriteDeadline(c.l.epoch.Add(hi))
+	}
+	c.deadline = min(t.Sub(c.l.epoch), noDeadline-1)
+	c.sock, c.byUser = c.deadline, true
 	return c.Conn.SetWriteDeadline(t)
 }
 
 // SetDeadline sets the connection's read and write deadlines.
 func (c *conn) SetDeadline(t time.Time) error {
-	c.keepDeadline(t)
-	return c.Conn.SetDeadline(t)
-}
-
-// keepDeadline records a write deadline for Write to honour.
-func (c *conn) keepDeadline(t time.Time) {
-	if t.IsZero() {
-		c.deadline.Store(0)
-	} else {
-		c.deadline.Store(max(t.UnixNano(), 1))
+	if err := c.SetWriteDeadline(t); err != nil {
+		return err
 	}
+	return c.Conn.SetReadDeadline(t)
 }
 
 // CloseWrite shuts down the writing side when the underlying connection
