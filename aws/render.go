@@ -364,7 +364,9 @@ var emptyList = []byte("[]")
 
 // list is an EC2 event list, rendered at its first read: until a VM
 // asks, a fleet-wide event costs it a pointer, not the 300 bytes of its
-// rendering, and no time in the commit that makes or changes it.
+// rendering, and no time in the commit that makes or changes it. So the
+// first GET of a list after a change renders it, once; every later GET
+// serves the bytes it kept, without allocating.
 type list struct {
 	// one is the list's event when it has one; evs its events, in the
 	// list's order, when it has several.
@@ -494,6 +496,7 @@ func (c *renderCache) entry(ev *forewarn.Event) []byte {
 // rendering, and a fleet-wide event is 100,000 of them.
 func (c *renderCache) single(ev *forewarn.Event) []byte {
 	if len(ev.Resources) == 1 {
+		// 320 bytes hold a typical entry; a long description grows it.
 		return append(appendEntry(append(make([]byte, 0, 320), "[ "...), ev), " ]"...)
 	}
 	c.mu.Lock()

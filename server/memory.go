@@ -67,7 +67,7 @@ func governMemory(ctx context.Context, headroom int) {
 			// when the burst is over: the heap has not grown over two
 			// ticks (in a burst it grows but at each collection). At
 			// most every releaseEvery.
-			quiet = quiet + 1
+			quiet++
 			if objects > objects0 {
 				quiet = 0
 			}
