@@ -288,9 +288,12 @@ func TestInventoryOnReplicas(t *testing.T) {
 	}
 	c.fleet = other
 	d := c.add("D")
-	if log := d.log.String(); !strings.Contains(log, "inventory changed") || !strings.Contains(log, "vms_set=1") {
-		t.Fatalf("D's start did not log the change it applied:\n%s", logTail(d.log, 20))
-	}
+	// The log comes through its own pipe from stderr, so it may reach
+	// d.log a moment after the addresses on stdout that add waits for.
+	eventually(t, 5*time.Second, func() bool {
+		log := d.log.String()
+		return strings.Contains(log, "inventory changed") && strings.Contains(log, "vms_set=1")
+	}, func() string { return "D's start did not log the change it applied:\n" + logTail(d.log, 20) })
 	eventually(t, 5*time.Second, func() bool {
 		for _, r := range c.replicas {
 			if ans, err := vmDo(t.Context(), r.s(t).metadata, "127.0.8.30", "GET", azureEventsPath, ""); err != nil || ans.status != 200 {
