@@ -147,7 +147,7 @@ func (c *child) start(name string, line func(string) bool) error {
 
 // startCeiling starts 'forewarn bench-ceiling', which answers every
 // request with body and the given headers.
-func startCeiling(binary string, body []byte, contentType string) (*child, error) {
+func startCeiling(binary string, body []byte, headers string) (*child, error) {
 	dir, err := os.MkdirTemp("", "forewarn-ceiling")
 	if err != nil {
 		return nil, err
@@ -156,7 +156,11 @@ func startCeiling(binary string, body []byte, contentType string) (*child, error
 	if err := os.WriteFile(bodyPath, body, 0o600); err != nil {
 		return nil, err
 	}
-	c := &child{cmd: exec.Command(binary, "bench-ceiling", "--addr", "127.0.0.1:0", "--body", bodyPath, "--content-type", contentType), dir: dir}
+	headerPath := filepath.Join(dir, "headers")
+	if err := os.WriteFile(headerPath, []byte(headers), 0o600); err != nil {
+		return nil, err
+	}
+	c := &child{cmd: exec.Command(binary, "bench-ceiling", "--addr", "127.0.0.1:0", "--body", bodyPath, "--headers", headerPath), dir: dir}
 	out, err := c.cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
@@ -249,7 +253,13 @@ func (c *conn) do(want string) (status int, header string, body []byte, err erro
 	return readResponse(c.r, want)
 }
 
-// readResponse reads one HTTP/1.1 response with a Content-Length body.
+// AllHeaders, as the header readResponse is to return, asks for every
+// header line but Content-Length and Date (which net/http writes itself),
+// each "Name: value\n", in the order they came.
+const AllHeaders = "*"
+
+// readResponse reads one HTTP/1.1 response with a Content-Length body,
+// returning the value of its header want (see AllHeaders).
 func readResponse(r *bufio.Reader, want string) (status int, header string, body []byte, err error) {
 	line, err := r.ReadSlice('\n')
 	if err != nil {
@@ -273,7 +283,12 @@ func readResponse(r *bufio.Reader, want string) (status int, header string, body
 		if bytes.EqualFold(k, []byte("Content-Length")) {
 			length, _ = strconv.Atoi(string(v))
 		}
-		if want != "" && bytes.EqualFold(k, []byte(want)) {
+		switch {
+		case want == AllHeaders:
+			if !bytes.EqualFold(k, []byte("Content-Length")) && !bytes.EqualFold(k, []byte("Date")) {
+				header += string(k) + ": " + string(v) + "\n"
+			}
+		case want != "" && bytes.EqualFold(k, []byte(want)):
 			header = string(v)
 		}
 	}

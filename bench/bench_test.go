@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -65,7 +66,19 @@ func TestPoll(t *testing.T) {
 		if rep.Ratio <= 0 || rep.BodyBytes == 0 {
 			t.Errorf("%s: ratio %v, body %d bytes", api, rep.Ratio, rep.BodyBytes)
 		}
+		// The ceiling sends these too (Poll checks it): the same bytes.
+		if want := pollHeaders[api]; !want.MatchString(rep.Headers) {
+			t.Errorf("%s: headers %q, want %v", api, rep.Headers, want)
+		}
 	}
+}
+
+// pollHeaders is each API's headers on the polled answer, but Date and
+// Content-Length.
+var pollHeaders = map[string]*regexp.Regexp{
+	"azure": regexp.MustCompile(`^Content-Type: application/json; charset=utf-8\nEtag: "[0-9]+-[0-9a-f]{8}"\n$`),
+	"gce":   regexp.MustCompile(`^Content-Type: application/text\nETag: [0-9a-f]{16}\nMetadata-Flavor: Google\n$`),
+	"aws":   regexp.MustCompile(`^Content-Type: text/plain\nServer: EC2ws\nX-Aws-Ec2-Metadata-Token-Ttl-Seconds: [0-9]+\n$`), // the token GET's
 }
 
 func TestFanout(t *testing.T) {

@@ -415,14 +415,14 @@ func getThroughput(ctx context.Context, cfg HAConfig, fl *haFleet, writer, srv *
 	// The event may still be on its way to srv: wait until its document
 	// shows it.
 	var status int
-	var ctype string
+	var headers string
 	var body []byte
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		probe, err := dial(ctx, fl.pollAddrs[0], srv.metadata, req)
 		if err != nil {
 			return nil, err
 		}
-		status, ctype, body, err = probe.do("Content-Type")
+		status, headers, body, err = probe.do(AllHeaders)
 		probe.c.Close()
 		if err != nil || status != http.StatusOK {
 			return nil, fmt.Errorf("probe of %s: status %d, %v", srv.metadata, status, err)
@@ -435,7 +435,7 @@ func getThroughput(ctx context.Context, cfg HAConfig, fl *haFleet, writer, srv *
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	ceil, err := startCeiling(cfg.Binary, body, ctype)
+	ceil, err := startCeiling(cfg.Binary, body, headers)
 	if err != nil {
 		return nil, err
 	}

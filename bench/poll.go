@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -30,7 +31,8 @@ type PollConfig struct {
 	// RateLimit is passed to the Forewarn server as --rate-limit,
 	// --aws-rate-limit and --gce-rate-limit; 0 is off.
 	RateLimit float64 `json:"rateLimit"`
-	// Ceiling also measures a minimal net/http server with the same bytes.
+	// Ceiling also measures a minimal net/http server with the same bytes:
+	// the body and headers of Forewarn's answer to the first VM.
 	Ceiling bool `json:"ceiling"`
 	// Binary is the forewarn binary that runs the servers.
 	Binary string `json:"-"`
@@ -66,8 +68,11 @@ type Run struct {
 type PollReport struct {
 	Config    PollConfig `json:"config"`
 	BodyBytes int        `json:"bodyBytes"`
-	Forewarn  Run        `json:"forewarn"`
-	Ceiling   *Run       `json:"ceiling,omitempty"`
+	// Headers is Forewarn's answer's headers but Date and Content-Length,
+	// a "Name: value" line each: the ceiling sends the same ones.
+	Headers  string `json:"headers"`
+	Forewarn Run    `json:"forewarn"`
+	Ceiling  *Run   `json:"ceiling,omitempty"`
 	// Ratio is Forewarn's throughput over the ceiling's.
 	Ratio float64 `json:"ratio,omitempty"`
 	// CPURatio is the ceiling's server CPU per request over Forewarn's
@@ -213,7 +218,7 @@ func Poll(ctx context.Context, cfg PollConfig) (*PollReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	status, ctype, body, err := first.do("Content-Type")
+	status, headers, body, err := first.do(AllHeaders)
 	first.c.Close()
 	if err != nil || status != 200 {
 		return nil, fmt.Errorf("probe of %s: status %d, %v", target, status, err)
@@ -221,14 +226,24 @@ func Poll(ctx context.Context, cfg PollConfig) (*PollReport, error) {
 	if fw != nil && cfg.API == "aws" && !strings.Contains(string(body), `"system-maintenance"`) {
 		return nil, fmt.Errorf("probe of %s: the event is not listed: %s", target, body)
 	}
-	rep.BodyBytes = len(body)
+	rep.BodyBytes, rep.Headers = len(body), headers
 
 	var ceil *child
 	if cfg.Ceiling {
-		if ceil, err = startCeiling(cfg.Binary, body, ctype); err != nil {
+		if ceil, err = startCeiling(cfg.Binary, body, headers); err != nil {
 			return nil, err
 		}
 		defer ceil.stop()
+		// Same bytes: the ceiling's answer has Forewarn's headers.
+		c, err := dial(ctx, addrs[0], ceil.metadata, reqs[0])
+		if err != nil {
+			return nil, err
+		}
+		_, got, cbody, err := c.do(AllHeaders)
+		c.c.Close()
+		if err != nil || got != headers || !bytes.Equal(cbody, body) {
+			return nil, fmt.Errorf("the ceiling answers %q and %q, not Forewarn's %q and %q (%v)", got, cbody, headers, body, err)
+		}
 		rep.Ceiling = &Run{Server: "ceiling (net/http, same bytes)"}
 	}
 	rep.Forewarn.Server = "forewarn " + cfg.API

@@ -379,13 +379,13 @@ func runBenchHop(ctx context.Context, args []string, stdout, stderr io.Writer) i
 }
 
 // runBenchCeiling runs the minimal net/http server the poll mode compares
-// against: every request gets the same body.
+// against: every request gets the same headers and body.
 func runBenchCeiling(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("forewarn bench-ceiling", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	addr := fs.String("addr", "127.0.0.1:0", "listen address")
 	bodyFile := fs.String("body", "", "file with the body to return")
-	ctype := fs.String("content-type", "application/json; charset=utf-8", "Content-Type of the body")
+	headerFile := fs.String("headers", "", "file with the headers to send, a \"Name: value\" line each (net/http adds Date and Content-Length)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -394,6 +394,23 @@ func runBenchCeiling(ctx context.Context, args []string, stdout, stderr io.Write
 		fmt.Fprintf(stderr, "forewarn bench-ceiling: %v\n", err)
 		return 1
 	}
+	header := http.Header{}
+	if *headerFile != "" {
+		text, err := os.ReadFile(*headerFile)
+		if err != nil {
+			fmt.Fprintf(stderr, "forewarn bench-ceiling: %v\n", err)
+			return 1
+		}
+		for line := range strings.Lines(string(text)) {
+			k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+			if !ok {
+				fmt.Fprintf(stderr, "forewarn bench-ceiling: %s: %q is not a header line\n", *headerFile, line)
+				return 1
+			}
+			// As sent, not canonicalized: the same bytes on the wire.
+			header[k] = append(header[k], strings.TrimSpace(v))
+		}
+	}
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		fmt.Fprintf(stderr, "forewarn bench-ceiling: %v\n", err)
@@ -401,7 +418,12 @@ func runBenchCeiling(ctx context.Context, args []string, stdout, stderr io.Write
 	}
 	fmt.Fprintf(stdout, "ceiling listening on %s\n", ln.Addr())
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", *ctype)
+		// What a handler of its own would do: set each header, then
+		// write the body.
+		h := w.Header()
+		for k, v := range header {
+			h[k] = v
+		}
 		w.Write(body)
 	})}
 	go func() { <-ctx.Done(); srv.Close() }()
