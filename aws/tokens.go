@@ -14,6 +14,7 @@ import (
 	"unsafe"
 
 	"github.com/forewarn/forewarn"
+	"github.com/forewarn/forewarn/engine"
 )
 
 // maxTokenValues is how many values of the token header a request's
@@ -26,6 +27,9 @@ const maxTokenValues = 4
 type keyring struct {
 	src  *forewarn.SigningKeys
 	macs []*sync.Pool // of *tokenMAC
+	// publish is when the current key begins to sign: until then, the
+	// key it replaced still does (engine.KeyPublish).
+	publish time.Time
 }
 
 // tokenMAC is an HMAC-SHA256 of one key with the buffers a signature
@@ -44,7 +48,7 @@ func (s *Server) ring() *keyring {
 	if r := s.keys.Load(); r != nil && r.src == ks {
 		return r
 	}
-	r := &keyring{src: ks}
+	r := &keyring{src: ks, publish: ks.Current.Created.Add(engine.KeyPublish)}
 	for _, k := range []forewarn.SigningKey{ks.Current, ks.Previous} {
 		if len(k.Secret) == 0 {
 			continue
@@ -56,6 +60,15 @@ func (s *Server) ring() *keyring {
 	}
 	s.keys.Store(r) // a racing request's ring is the same
 	return r
+}
+
+// signer returns the MACs of the key that signs at now: the current
+// key, or the one it replaced while the current one is published.
+func (r *keyring) signer(now time.Time) *sync.Pool {
+	if len(r.macs) > 1 && now.Before(r.publish) {
+		return r.macs[1]
+	}
+	return r.macs[0]
 }
 
 // checked is a token found good, with its expiry.
@@ -84,7 +97,7 @@ func (s *Server) issue(vm *forewarn.VM, sl *slot, exp time.Time) string {
 	var b [tokenLen]byte
 	b[0] = 1
 	binary.BigEndian.PutUint64(b[1:9], uint64(exp.UnixNano())) // not whole seconds: a token lasts its full TTL
-	sign(s.ring().macs[0], vm, sl.reg.Load(), b[:9], b[9:])
+	sign(s.ring().signer(time.Now()), vm, sl.reg.Load(), b[:9], b[9:])
 	return tokenEncoding.EncodeToString(b[:])
 }
 
