@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"hash"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,7 +18,7 @@ import (
 	"github.com/forewarn/forewarn/engine"
 )
 
-// maxTokenValues is how many values of the token header a request's
+// maxTokenValues is how many tokens of the token header a request's
 // token is looked for in: a client's retry may add the new token beside
 // the old one (docs/aws-wire.md, section 1).
 const maxTokenValues = 4
@@ -113,12 +114,21 @@ func sign(macs *sync.Pool, vm *forewarn.VM, reg uint64, head, sig []byte) {
 	macs.Put(m)
 }
 
-// checkAny is check of the first values of a request's token header:
-// the remaining-TTL header value of the first good one, or nil.
-func (s *Server) checkAny(vm *forewarn.VM, sl *slot, toks []string) []string {
-	for _, tok := range toks[:min(len(toks), maxTokenValues)] {
-		if left := s.check(vm, sl, tok); left != nil {
-			return left
+// checkAny is check of the first tokens of a request's token header,
+// its values each split at commas (a proxy may fold several lines into
+// one): the remaining-TTL header value of the first good one, or nil.
+func (s *Server) checkAny(vm *forewarn.VM, sl *slot, vals []string) []string {
+	n := 0
+	for _, v := range vals {
+		for more := true; more; {
+			var tok string
+			tok, v, more = strings.Cut(v, ",")
+			if n++; n > maxTokenValues {
+				return nil
+			}
+			if left := s.check(vm, sl, strings.Trim(tok, " \t")); left != nil {
+				return left
+			}
 		}
 	}
 	return nil

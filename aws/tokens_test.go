@@ -143,7 +143,8 @@ func TestTokenKeyRotation(t *testing.T) {
 
 // TestTokenHeaderTwice: a request whose token header has several
 // values, as a client's retry that adds the new token beside the old
-// one sends, is served when one of the first four is good.
+// one sends, is served when one of the first four is good, on separate
+// lines or folded into one.
 func TestTokenHeaderTwice(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		_, h := setup(t)
@@ -155,6 +156,11 @@ func TestTokenHeaderTwice(t *testing.T) {
 		want(t, "an empty one and a good one", getWith(h, "", good), 200, "i-0000000000000000a")
 		want(t, "two bad ones", getWith(h, bad, other), 401, errorPage(401))
 		want(t, "a good one fifth", getWith(h, bad, bad, bad, bad, good), 401, errorPage(401))
+		// A proxy may fold the lines into one, comma-separated.
+		want(t, "folded: a bad one, then a good one", getWith(h, bad+", "+good), 200, "i-0000000000000000a", aws.TokenTTLHeader, "60")
+		want(t, "folded without a space", getWith(h, other+","+good), 200, "i-0000000000000000a")
+		want(t, "folded: two bad ones", getWith(h, bad+", "+other), 401, errorPage(401))
+		want(t, "folded: a good one fifth", getWith(h, bad+", "+bad, bad+","+bad, good), 401, errorPage(401))
 	})
 }
 
