@@ -43,7 +43,8 @@ type State struct {
 // SigningKeys are the secrets that the servers sharing a store sign
 // their session tokens (EC2's IMDSv2 tokens) with, so that every server,
 // and a server after a restart, accepts a token until it expires:
-// Current signs, and a token signed with Current or Previous is good.
+// Current signs (Previous still does for a moment after a rotation, while
+// the servers learn of it), and a token signed with either is good.
 type SigningKeys struct {
 	Current SigningKey `json:"current"`
 	// Previous is the key Current replaced, zero before the first

@@ -68,6 +68,8 @@ type Server struct {
 	// keys are the signers of the engine's signing keys in force: a
 	// token names no VM, its signature does.
 	keys atomic.Pointer[keyring]
+	// ttls holds the remaining-TTL header values answers share.
+	ttls ttlValues
 	// limits throttles each VM; nil when throttling is off.
 	limits *ratelimit.Limiter
 	// metrics records requests; nil records nothing.
@@ -79,8 +81,8 @@ type Server struct {
 // slot is one EC2 VM's state in the server, for one registration of it.
 type slot struct {
 	doc atomic.Pointer[doc]
-	// lastToken holds the token the VM last presented that checked out,
-	// so that a VM reusing its token (they do, for hours) costs no
+	// lastToken holds the newest token the VM presented that checked
+	// out, so that a VM reusing its token (they do, for hours) costs no
 	// signature check.
 	lastToken atomic.Pointer[checked]
 	limit     ratelimit.State

@@ -7,25 +7,38 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"hash"
-	"io"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
 	"github.com/forewarn/forewarn"
+	"github.com/forewarn/forewarn/engine"
 )
 
-// maxTokenValues is how many values of the token header a request's
+// maxTokenValues is how many tokens of the token header a request's
 // token is looked for in: a client's retry may add the new token beside
 // the old one (docs/aws-wire.md, section 1).
 const maxTokenValues = 4
 
-// keyring is the engine's signing keys in force, each with HMACs keyed
-// with it for reuse; the current key, which signs, first.
+// keyring is the engine's signing keys in force, each with MACs keyed
+// with it for reuse; the current key first.
 type keyring struct {
-	src     *forewarn.SigningKeys
-	signers []*sync.Pool
+	src  *forewarn.SigningKeys
+	macs []*sync.Pool // of *tokenMAC
+	// publish is when the current key begins to sign: until then, the
+	// key it replaced still does (engine.KeyPublish).
+	publish time.Time
+}
+
+// tokenMAC is an HMAC-SHA256 of one key with the buffers a signature
+// takes, reused, so that checking a token allocates nothing.
+type tokenMAC struct {
+	h   hash.Hash
+	in  []byte // the message
+	sum []byte // room for the sum
 }
 
 // ring returns the keyring of the engine's signing keys now, made once
@@ -36,25 +49,33 @@ func (s *Server) ring() *keyring {
 	if r := s.keys.Load(); r != nil && r.src == ks {
 		return r
 	}
-	r := &keyring{src: ks}
+	r := &keyring{src: ks, publish: ks.Current.Created.Add(engine.KeyPublish)}
 	for _, k := range []forewarn.SigningKey{ks.Current, ks.Previous} {
 		if len(k.Secret) == 0 {
 			continue
 		}
 		secret := k.Secret
-		r.signers = append(r.signers, &sync.Pool{New: func() any { return hmac.New(sha256.New, secret) }})
+		r.macs = append(r.macs, &sync.Pool{New: func() any {
+			return &tokenMAC{h: hmac.New(sha256.New, secret), sum: make([]byte, 0, sha256.Size)}
+		}})
 	}
 	s.keys.Store(r) // a racing request's ring is the same
 	return r
 }
 
-// checked is a token found valid, with its expiry and the remaining-TTL
-// header value of one second of its life.
+// signer returns the MACs of the key that signs at now: the current
+// key, or the one it replaced while the current one is published.
+func (r *keyring) signer(now time.Time) *sync.Pool {
+	if len(r.macs) > 1 && now.Before(r.publish) {
+		return r.macs[1]
+	}
+	return r.macs[0]
+}
+
+// checked is a token found good, with its expiry.
 type checked struct {
 	tok string
 	exp int64 // Unix nanoseconds
-	sec int64
-	hdr []string
 }
 
 // tokenEncoding is padded URL-safe base64 that refuses a last character
@@ -64,7 +85,11 @@ var tokenEncoding = base64.URLEncoding.Strict()
 // tokenLen is a token's length in bytes before encoding: a version byte,
 // the expiry in Unix nanoseconds, and a truncated signature. Encoded, it is
 // 56 characters of URL-safe base64, as EC2's tokens are.
-const tokenLen = 1 + 8 + 31
+const (
+	tokenLen   = 1 + 8 + sigLen
+	sigLen     = 31
+	tokenChars = (tokenLen + 2) / 3 * 4
+)
 
 // issue returns a token for vm, in the registration of slot sl, that
 // expires at exp. It is signed, not stored: the server keeps nothing per
@@ -73,30 +98,37 @@ func (s *Server) issue(vm *forewarn.VM, sl *slot, exp time.Time) string {
 	var b [tokenLen]byte
 	b[0] = 1
 	binary.BigEndian.PutUint64(b[1:9], uint64(exp.UnixNano())) // not whole seconds: a token lasts its full TTL
-	copy(b[9:], sign(s.ring().signers[0], vm, sl, b[:9]))
+	sign(s.ring().signer(time.Now()), vm, sl.reg.Load(), b[:9], b[9:])
 	return tokenEncoding.EncodeToString(b[:])
 }
 
-// sign returns the signature of a token of vm, in the registration of
-// slot sl, whose head (version and expiry) is head, with a key's HMACs.
-func sign(macs *sync.Pool, vm *forewarn.VM, sl *slot, head []byte) []byte {
-	m := macs.Get().(hash.Hash)
-	defer macs.Put(m)
-	m.Reset()
-	m.Write(head)
-	var reg [8]byte
-	binary.BigEndian.PutUint64(reg[:], sl.reg.Load())
-	m.Write(reg[:])
-	io.WriteString(m, vm.Name)
-	return m.Sum(nil)[:tokenLen-9]
+// sign writes into sig the signature, with a key's MACs, of a token of
+// vm, in its registration reg, whose head (version and expiry) is head.
+func sign(macs *sync.Pool, vm *forewarn.VM, reg uint64, head, sig []byte) {
+	m := macs.Get().(*tokenMAC)
+	m.in = append(binary.BigEndian.AppendUint64(append(m.in[:0], head...), reg), vm.Name...)
+	m.h.Reset()
+	m.h.Write(m.in)
+	m.sum = m.h.Sum(m.sum[:0])
+	copy(sig, m.sum)
+	macs.Put(m)
 }
 
-// checkAny is check of the first values of a request's token header:
-// the remaining-TTL header value of the first good one, or nil.
-func (s *Server) checkAny(vm *forewarn.VM, sl *slot, toks []string) []string {
-	for _, tok := range toks[:min(len(toks), maxTokenValues)] {
-		if left := s.check(vm, sl, tok); left != nil {
-			return left
+// checkAny is check of the first tokens of a request's token header,
+// its values each split at commas (a proxy may fold several lines into
+// one): the remaining-TTL header value of the first good one, or nil.
+func (s *Server) checkAny(vm *forewarn.VM, sl *slot, vals []string) []string {
+	n := 0
+	for _, v := range vals {
+		for more := true; more; {
+			var tok string
+			tok, v, more = strings.Cut(v, ",")
+			if n++; n > maxTokenValues {
+				return nil
+			}
+			if left := s.check(vm, sl, strings.Trim(tok, " \t")); left != nil {
+				return left
+			}
 		}
 	}
 	return nil
@@ -104,27 +136,24 @@ func (s *Server) checkAny(vm *forewarn.VM, sl *slot, toks []string) []string {
 
 // check returns the remaining-TTL header value of tok, a token issued to
 // vm in the registration of slot sl, or nil when tok is not one or has
-// expired. The VM's last good token is checked by comparison; others by
-// their signature.
+// expired. The VM's newest good token is checked by comparison; others
+// by their signature. Neither allocates.
 func (s *Server) check(vm *forewarn.VM, sl *slot, tok string) []string {
-	p := &sl.lastToken
 	now := time.Now().UnixNano()
-	c := p.Load()
-	if c == nil || !sameToken(c.tok, tok) {
-		left := s.remaining(vm, sl, tok)
-		if left < 0 {
-			return nil
-		}
-		c = &checked{tok: tok, exp: now + int64(left), sec: -1}
+	c := sl.lastToken.Load()
+	var exp int64
+	if c != nil && sameToken(c.tok, tok) {
+		exp = c.exp
+	} else if exp = s.expiry(vm, sl, tok); exp > now && (c == nil || exp > c.exp) {
+		// Kept while it is the newest: two clients of one VM, each
+		// with its token, replace it once per new token, not per
+		// request. A racing request's token is as good.
+		sl.lastToken.CompareAndSwap(c, &checked{tok: tok, exp: exp})
 	}
-	if now >= c.exp {
+	if now >= exp {
 		return nil
 	}
-	if sec := (c.exp - now) / int64(time.Second); sec != c.sec {
-		c = &checked{tok: c.tok, exp: c.exp, sec: sec, hdr: []string{strconv.FormatInt(sec, 10)}}
-		p.Store(c)
-	}
-	return c.hdr
+	return s.ttls.get(min((exp-now)/int64(time.Second), MaxTokenTTL))
 }
 
 // sameToken reports whether a and b are equal, in time that does not
@@ -133,31 +162,52 @@ func sameToken(a, b string) bool {
 	return subtle.ConstantTimeCompare(unsafe.Slice(unsafe.StringData(a), len(a)), unsafe.Slice(unsafe.StringData(b), len(b))) == 1
 }
 
-// remaining returns the time left of tok, a token issued to vm in the
-// registration of slot sl and signed with a key in force, or -1 when
-// tok is not one or has expired.
-func (s *Server) remaining(vm *forewarn.VM, sl *slot, tok string) time.Duration {
+// expiry returns the expiry, in Unix nanoseconds, of tok, a token issued
+// to vm in the registration of slot sl and signed with a key in force,
+// or -1 when tok is not one. It does not look at the clock.
+func (s *Server) expiry(vm *forewarn.VM, sl *slot, tok string) int64 {
+	if len(tok) != tokenChars {
+		return -1
+	}
+	// On the stack: a []byte(tok) of this length would be on the heap.
+	var src [tokenChars]byte
+	copy(src[:], tok)
 	// Decode needs room for whole quanta, padding included: 42 bytes.
 	var b [(tokenLen + 2) / 3 * 3]byte
-	if tokenEncoding.EncodedLen(tokenLen) != len(tok) {
+	if n, err := tokenEncoding.Decode(b[:], src[:]); err != nil || n != tokenLen || b[0] != 1 {
 		return -1
 	}
-	if n, err := tokenEncoding.Decode(b[:], []byte(tok)); err != nil || n != tokenLen || b[0] != 1 {
-		return -1
-	}
-	good := false
-	for _, macs := range s.ring().signers {
-		if hmac.Equal(b[9:tokenLen], sign(macs, vm, sl, b[:9])) {
-			good = true
-			break
+	reg := sl.reg.Load()
+	var sig [sigLen]byte
+	for _, macs := range s.ring().macs {
+		sign(macs, vm, reg, b[:9], sig[:])
+		if hmac.Equal(sig[:], b[9:tokenLen]) {
+			return int64(binary.BigEndian.Uint64(b[1:9]))
 		}
 	}
-	if !good {
-		return -1
+	return -1
+}
+
+// ttlBlock is how many remaining-TTL header values are made at once.
+const ttlBlock = 64
+
+// ttlValues holds the remaining-TTL header values, block i those of
+// seconds i*ttlBlock to (i+1)*ttlBlock-1, each block made at its first
+// use; every answer with a value shares it.
+type ttlValues [MaxTokenTTL/ttlBlock + 1]atomic.Pointer[[ttlBlock]string]
+
+// get returns the header value of sec remaining seconds, 0 to
+// MaxTokenTTL.
+func (t *ttlValues) get(sec int64) []string {
+	p := &t[sec/ttlBlock]
+	b := p.Load()
+	if b == nil {
+		b = new([ttlBlock]string)
+		for i := range b {
+			b[i] = strconv.FormatInt(sec/ttlBlock*ttlBlock+int64(i), 10)
+		}
+		p.Store(b) // a racing request's block is the same
 	}
-	left := time.Until(time.Unix(0, int64(binary.BigEndian.Uint64(b[1:9]))))
-	if left <= 0 {
-		return -1
-	}
-	return left
+	i := sec % ttlBlock
+	return b[i : i+1 : i+1]
 }

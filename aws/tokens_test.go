@@ -1,9 +1,12 @@
 package aws_test
 
 import (
+	"bytes"
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -117,8 +120,18 @@ func TestTokenKeyRotation(t *testing.T) {
 		}
 		want(t, "a token of the previous key", getWith(h, old), 200, "i-0000000000000000a", aws.TokenTTLHeader, "18000")
 		want(t, "on the other replica", getWith(other, old), 200, "i-0000000000000000a")
+		time.Sleep(engine.KeyPublish)
 		fresh := token(t, other, ec2Addr, "60")
 		want(t, "a token of the new key", getWith(h, fresh), 200, "i-0000000000000000a")
+
+		// The previous key is kept, but its token ends with its TTL.
+		time.Sleep(5*time.Hour - engine.KeyPublish - time.Second)
+		want(t, "the previous key's token, a second before it expires", getWith(other, old), 200, "i-0000000000000000a", aws.TokenTTLHeader, "1")
+		time.Sleep(time.Second)
+		want(t, "the previous key's token, expired", getWith(other, old), 401, errorPage(401))
+		if k := e.SigningKeys(); k != second {
+			t.Fatal("the keys changed before the next rotation")
+		}
 
 		time.Sleep(engine.KeyRotation)
 		synctest.Wait()
@@ -130,7 +143,8 @@ func TestTokenKeyRotation(t *testing.T) {
 
 // TestTokenHeaderTwice: a request whose token header has several
 // values, as a client's retry that adds the new token beside the old
-// one sends, is served when one of the first four is good.
+// one sends, is served when one of the first four is good, on separate
+// lines or folded into one.
 func TestTokenHeaderTwice(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		_, h := setup(t)
@@ -142,5 +156,106 @@ func TestTokenHeaderTwice(t *testing.T) {
 		want(t, "an empty one and a good one", getWith(h, "", good), 200, "i-0000000000000000a")
 		want(t, "two bad ones", getWith(h, bad, other), 401, errorPage(401))
 		want(t, "a good one fifth", getWith(h, bad, bad, bad, bad, good), 401, errorPage(401))
+		// A proxy may fold the lines into one, comma-separated.
+		want(t, "folded: a bad one, then a good one", getWith(h, bad+", "+good), 200, "i-0000000000000000a", aws.TokenTTLHeader, "60")
+		want(t, "folded without a space", getWith(h, other+","+good), 200, "i-0000000000000000a")
+		want(t, "folded: two bad ones", getWith(h, bad+", "+other), 401, errorPage(401))
+		want(t, "folded: a good one fifth", getWith(h, bad+", "+bad, bad+","+bad, good), 401, errorPage(401))
 	})
+}
+
+// TestTokenRotationOnLaggingReplica: a token signed just after a
+// rotation is good on a replica that has not applied the rotation yet:
+// for engine.KeyPublish the replaced key still signs. A replica that lags
+// longer refuses the new key's tokens until it catches up.
+func TestTokenRotationOnLaggingReplica(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := mem.New()
+		ea, a := startOn(t, store)
+		lag := newLagging(store)
+		eb, b := startOn(t, lag)
+		first := ea.SigningKeys()
+		time.Sleep(engine.KeyRotation - time.Second)
+		lag.hold()
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if ka, kb := ea.SigningKeys(), eb.SigningKeys(); bytes.Equal(ka.Current.Secret, first.Current.Secret) ||
+			!bytes.Equal(kb.Current.Secret, first.Current.Secret) || kb.Previous.Secret != nil {
+			t.Fatal("want A rotated and B, held, on the first key alone")
+		}
+		want(t, "a token of the rotation's first minute, on the lagging replica", getWith(b, token(t, a, ec2Addr, "60")), 200, "i-0000000000000000a")
+
+		time.Sleep(engine.KeyPublish)
+		tok := token(t, a, ec2Addr, "60")
+		want(t, "a token of the new key, on a replica a minute behind", getWith(b, tok), 401, errorPage(401))
+		want(t, "on its own replica", getWith(a, tok), 200, "i-0000000000000000a")
+		lag.release()
+		synctest.Wait()
+		want(t, "once the replica caught up", getWith(b, tok), 200, "i-0000000000000000a")
+	})
+}
+
+// lagging is a store whose server, while it is held, applies no commit
+// and makes none: a replica whose watch lags behind the store.
+type lagging struct {
+	forewarn.Store
+	mu   sync.Mutex
+	gate chan struct{} // closed while not held
+}
+
+func newLagging(s forewarn.Store) *lagging {
+	l := &lagging{Store: s, gate: make(chan struct{})}
+	close(l.gate)
+	return l
+}
+
+func (l *lagging) hold() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.gate = make(chan struct{})
+}
+
+func (l *lagging) release() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	close(l.gate)
+}
+
+// pass waits until l is not held, or ctx ends.
+func (l *lagging) pass(ctx context.Context) error {
+	l.mu.Lock()
+	g := l.gate
+	l.mu.Unlock()
+	select {
+	case <-g:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (l *lagging) Commit(ctx context.Context, c *forewarn.Change) (int64, error) {
+	if err := l.pass(ctx); err != nil {
+		return 0, err
+	}
+	return l.Store.Commit(ctx, c)
+}
+
+func (l *lagging) Follow(ctx context.Context, since int64) <-chan *forewarn.Update {
+	in := l.Store.Follow(ctx, since)
+	out := make(chan *forewarn.Update)
+	go func() {
+		defer close(out)
+		for u := range in {
+			if l.pass(ctx) != nil {
+				return
+			}
+			select {
+			case out <- u:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out
 }

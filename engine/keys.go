@@ -9,11 +9,17 @@ import (
 	"github.com/forewarn/forewarn"
 )
 
-// KeyRotation is how long a signing key signs new session tokens before
-// the leader replaces it. It is well over the longest token (six hours),
-// and a replaced key is still accepted for another KeyRotation, so no
-// token outlives the keys that accept it.
+// KeyRotation is how long a signing key is current before the leader
+// replaces it. A replaced key still signs for KeyPublish and is accepted
+// for another KeyRotation, well over KeyPublish and the longest token
+// (six hours), so no token outlives the keys that accept it.
 const KeyRotation = 24 * time.Hour
+
+// KeyPublish is how long a new signing key only verifies tokens after
+// the rotation that made it: the key it replaced still signs, so that
+// every replica has applied the rotation, and takes the new key, before
+// a token signed with it reaches one.
+const KeyPublish = time.Minute
 
 // keyRetry is how long a replica waits to look again at a key due for
 // rotation that it did not rotate: the leader's job.

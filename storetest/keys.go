@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -42,6 +43,7 @@ func runSigningKeys(t *testing.T, newStore func(t *testing.T) forewarn.Store) {
 			t.Errorf("signing keys differ:\n%s", d)
 		}
 	})
+	t.Run("ConcurrentFirst", func(t *testing.T) { testKeysConcurrentFirst(t, newStore(t)) })
 	t.Run("Invalid", func(t *testing.T) {
 		s := newStore(t)
 		short := &forewarn.SigningKeys{Current: forewarn.SigningKey{Secret: make([]byte, forewarn.MinSigningKey-1)}}
@@ -92,6 +94,63 @@ func runSightings(t *testing.T, newStore func(t *testing.T) forewarn.Store) {
 		}
 		wantState(t, load(t, s), 0, map[string]int64{})
 	})
+}
+
+// testKeysConcurrentFirst checks servers that start at once on an empty
+// store: each loads, finds no key and commits one against the same
+// revision, at the same time. Exactly one commit wins, and every server
+// then loads the winner's key.
+func testKeysConcurrentFirst(t *testing.T, s forewarn.Store) {
+	const servers = 4
+	var (
+		loaded, done sync.WaitGroup
+		won          [servers]bool
+		got          [servers]*forewarn.SigningKeys
+	)
+	loaded.Add(servers)
+	for i := range servers {
+		done.Go(func() {
+			st, err := s.Load(t.Context())
+			loaded.Done()
+			if err != nil {
+				t.Errorf("server %d: Load: %v", i, err)
+				return
+			}
+			loaded.Wait() // every server has seen the store without keys
+			_, err = s.Commit(t.Context(), &forewarn.Change{Revision: st.Revision, SigningKeys: fullKeys(i + 1)})
+			switch forewarn.ErrorCode(err) {
+			case "":
+				won[i] = true
+			case forewarn.ECONFLICT:
+			default:
+				t.Errorf("server %d: Commit: %v", i, err)
+				return
+			}
+			if st, err = s.Load(t.Context()); err != nil {
+				t.Errorf("server %d: Load: %v", i, err)
+				return
+			}
+			got[i] = st.SigningKeys
+		})
+	}
+	done.Wait()
+	winner := -1
+	for i, w := range won {
+		if w && winner >= 0 {
+			t.Fatalf("servers %d and %d both wrote the first keys", winner, i)
+		}
+		if w {
+			winner = i
+		}
+	}
+	if winner < 0 {
+		t.Fatal("no server wrote the first keys")
+	}
+	for i, k := range got {
+		if d := keysDiff(fullKeys(winner+1), k); d != "" {
+			t.Errorf("server %d loaded other keys than the winner's:\n%s", i, d)
+		}
+	}
 }
 
 // testKeysReopen checks that a durable store keeps its signing keys and
