@@ -3,6 +3,7 @@ package history_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"sync/atomic"
@@ -23,7 +24,13 @@ var keptFleet = &forewarn.Fleet{VMs: []*forewarn.VM{{Name: "a", Provider: forewa
 // server process does: a restart is another pair on the same store.
 func serverOn(t *testing.T, store forewarn.Store) (*engine.Engine, *history.History) {
 	t.Helper()
-	e, err := engine.New(t.Context(), engine.Config{Store: store, Fleet: keptFleet, AllowShortNotice: true})
+	return serverOnFleet(t, store, keptFleet)
+}
+
+// serverOnFleet is serverOn with the fleet fleet.
+func serverOnFleet(t *testing.T, store forewarn.Store, fleet *forewarn.Fleet) (*engine.Engine, *history.History) {
+	t.Helper()
+	e, err := engine.New(t.Context(), engine.Config{Store: store, Fleet: fleet, AllowShortNotice: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,6 +167,85 @@ func TestClientRecordKeptAfterFailedWrite(t *testing.T) {
 		_, h2 := serverOn(t, store)
 		if st, _ := h2.Stats("a"); st.Requests != 1 {
 			t.Errorf("a after the restart: %d requests, want 1", st.Requests)
+		}
+	})
+}
+
+// crashStore is a store whose commits take a millisecond, as a disk's,
+// until the server crashes: from then on it takes no write, as the store
+// of a killed server.
+type crashStore struct {
+	*mem.Store
+	crashed atomic.Bool
+}
+
+func (s *crashStore) Commit(ctx context.Context, c *forewarn.Change) (int64, error) {
+	time.Sleep(time.Millisecond)
+	if s.crashed.Load() {
+		return 0, errors.New("the server crashed")
+	}
+	return s.Store.Commit(ctx, c)
+}
+
+// TestKeptAcrossCrash: what the report needs is in the store within 2 s
+// of the request, so that a crash (no write once the server is killed)
+// loses none of it: 600 VMs, more than the engine queues at once, read
+// their Reboot's notice together, and each one's read counts after the
+// crash (not a read after the start); two of them count a refused and a
+// throttled request after their read, counts that are findings.
+func TestKeptAcrossCrash(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n = 600
+		fleet := &forewarn.Fleet{}
+		var names []string
+		for i := range n {
+			name := fmt.Sprintf("vm%03d", i)
+			names = append(names, name)
+			fleet.VMs = append(fleet.VMs, &forewarn.VM{Name: name, Provider: forewarn.Azure, AvailabilitySet: "as"})
+		}
+		store := &crashStore{Store: mem.New()}
+		e1, h1 := serverOnFleet(t, store, fleet)
+		for _, name := range names {
+			e1.NoteRequest(name) // their scheduled events enabled, as a server notes
+			get(h1, name)
+		}
+		ev, err := e1.Create(t.Context(), engine.Spec{Type: forewarn.Reboot, VMs: names, Notice: 20 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second)
+		ref := refOf(t, e1, ev.ID)
+		for _, name := range names {
+			get(h1, name, ref)
+		}
+		time.Sleep(time.Second) // what the engine saves at once is saved
+		call(h1, "vm000", history.Azure, "", http.StatusBadRequest, 0, history.NoteNoHeader)
+		call(h1, "vm001", history.Azure, "2020-07-01", http.StatusTooManyRequests, 0, nil)
+		time.Sleep(2 * time.Second)
+		store.crashed.Store(true)
+		e1.Close()
+
+		time.Sleep(30 * time.Second) // no server runs; the Reboot starts meanwhile
+		e2, h2 := serverOnFleet(t, store.Store, fleet)
+		ref = refOf(t, e2, ev.ID)
+		late := 0
+		for _, name := range names {
+			get(h2, name, ref)
+			if st, _ := h2.Stats(name); st.ReadsAfterStart != 0 {
+				late++
+			}
+		}
+		if late != 0 {
+			t.Errorf("after the crash, %d of %d VMs read their Reboot only after it started, want none: they read its notice before", late, n)
+		}
+		if s, _ := h2.Seen(ev.ID); s.By != "vm000" || s.LateReaders != 0 {
+			t.Errorf("the Reboot after the crash: %+v, want seen by vm000, no late reader", s)
+		}
+		if st, _ := h2.Stats("vm000"); st.NoHeader != 1 || st.Requests != 4 {
+			t.Errorf("vm000 after the crash: %d requests, %d without the header; want 4, 1", st.Requests, st.NoHeader)
+		}
+		if st, _ := h2.Stats("vm001"); st.Throttled != 1 || st.Requests != 4 {
+			t.Errorf("vm001 after the crash: %d requests, %d throttled; want 4, 1", st.Requests, st.Throttled)
 		}
 	})
 }

@@ -154,6 +154,7 @@ func TestReport(t *testing.T) {
 
 	// web_0 reads a Freeze, lets it start at its NotBefore, then
 	// approves it: too late.
+	get("127.99.0.2", se+"2020-07-01", "Metadata", "true") // its scheduled events enabled
 	freeze := create("--type", "Freeze", "--vm", "web_0", "--notice", "1s", "--lasts", "1m")
 	get("127.0.0.2", se+"2020-07-01", "Metadata", "true")
 	waitStatus(t, s, freeze, forewarn.Started)
@@ -326,4 +327,170 @@ func wantSameFindings(t *testing.T, before, after *report.Report) {
 			t.Errorf("after the restart, event %s (%s): seen by %q at %v, want %q at %v as before", b.ID, b.Type, a.SeenBy, a.SeenAt, b.SeenBy, b.SeenAt)
 		}
 	}
+}
+
+// reportSaved is how long the server may take to save what the report
+// needs of a request, so that a crash loses none of it: within a second,
+// as the README says, and half a second for a slow machine.
+const reportSaved = 1500 * time.Millisecond
+
+const reportCrashFleet = `scaleSets:
+  - name: vmss
+vms:
+  - {name: web_0, ip: 127.99.0.2, availabilitySet: web}
+  - {name: vmss_0, ip: 127.99.0.3, scaleSet: vmss, instanceId: "0", placementGroup: pg}
+  - {name: vmss_1, ip: 127.99.0.4, scaleSet: vmss, instanceId: "1", placementGroup: pg}
+  - {name: gce_0, ip: 127.99.0.5, provider: gce}
+  - {name: ec2_0, ip: 127.99.0.6, provider: aws}
+  - {name: quiet_0, ip: 127.99.0.7}
+  - {name: notice_0, ip: 127.99.0.8}
+`
+
+// wantFindings checks rep's findings, of every VM and every event,
+// against want (kind: count, by VM or event ID; a VM or an event not in
+// want has none), and each event's first reader against seenBy ("" for
+// none), with when against seenAt where it names the event.
+func wantFindings(t *testing.T, when string, rep *report.Report, want map[string]map[string]uint64, seenBy map[string]string, seenAt map[string]time.Time) {
+	t.Helper()
+	for _, v := range rep.VMs {
+		if got := findings(v.Findings); !sameCounts(got, want[v.Name]) {
+			t.Errorf("%s, %s: findings %v, want %v\n%+v", when, v.Name, got, want[v.Name], v.Findings)
+		}
+	}
+	for _, e := range rep.Events {
+		if got := findings(e.Findings); !sameCounts(got, want[e.ID]) {
+			t.Errorf("%s, event %s (%s): findings %v, want %v\n%+v", when, e.ID, e.Type, got, want[e.ID], e.Findings)
+		}
+		if e.SeenBy != seenBy[e.ID] {
+			t.Errorf("%s, event %s (%s): seen by %q, want %q", when, e.ID, e.Type, e.SeenBy, seenBy[e.ID])
+		}
+		if at, ok := seenAt[e.ID]; ok && !e.SeenAt.Equal(at) {
+			t.Errorf("%s, event %s (%s): seen at %v, want %v", when, e.ID, e.Type, e.SeenAt, at)
+		}
+	}
+}
+
+// TestReportCrash: the report's findings survive a crash (SIGKILL) once
+// the server has had the time it takes to save them (reportSaved), and a
+// graceful restart after it, exactly: counts of each VM's findings, the
+// first reader of each event and when, events read within a second of
+// their creation that then ended (never-seen if their readers were
+// lost), and a notice read before the crash, its event started after
+// it (read after the start if the read were lost).
+func TestReportCrash(t *testing.T) {
+	dir := t.TempDir()
+	fleet := filepath.Join(dir, "fleet.yaml")
+	if err := os.WriteFile(fleet, []byte(reportCrashFleet), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--metadata-addr", "127.99.0.1:0", "--admin-addr", "127.99.0.1:0", "--aws-rate-limit", "1"}
+	s := startServerArgs(t, filepath.Join(dir, "data"), fleet, args...)
+	const se = "/metadata/scheduledevents?api-version="
+	const me = "/computeMetadata/v1/instance/maintenance-event"
+	get := func(ip, path string, header ...string) int {
+		t.Helper()
+		code, _ := vmGet(t, s, ip, "GET", path, header...)
+		return code
+	}
+	create := func(args ...string) string {
+		t.Helper()
+		return strings.TrimSpace(s.mustCLI(t, append([]string{"event", "create"}, args...)...))
+	}
+
+	// Each VM's counts grow after its reads of events, which its record
+	// is saved at once for.
+	//
+	// web_0 reads its Freeze, makes 3 requests without the Metadata
+	// header and 2 at the preview, lets the Freeze start, then approves
+	// it: too late.
+	get("127.99.0.2", se+"2020-07-01", "Metadata", "true") // its scheduled events enabled
+	freeze := create("--type", "Freeze", "--vm", "web_0", "--notice", "1s", "--lasts", "1m")
+	get("127.99.0.2", se+"2020-07-01", "Metadata", "true")
+	for range 3 {
+		if code := get("127.99.0.2", se+"2020-07-01"); code != 400 {
+			t.Fatalf("GET without Metadata: %d, want 400", code)
+		}
+	}
+	for range 2 {
+		get("127.99.0.2", se+"2017-03-01", "Metadata", "true")
+	}
+	// vmss_1 reads vmss_0's Terminate at 2017-08-01 (which hides it), then
+	// at 2020-07-01, and approves it.
+	term := create("--type", "Terminate", "--vm", "vmss_0", "--notice", "10m")
+	get("127.99.0.4", se+"2017-08-01", "Metadata", "true")
+	get("127.99.0.4", se+"2020-07-01", "Metadata", "true")
+	if code, body := s.approve(t, "127.99.0.4", term); code != 200 {
+		t.Fatalf("vmss_1 approving vmss_0's Terminate: %d %s", code, body)
+	}
+	// gce_0 reads its maintenance at once, which then ends, then makes 2
+	// requests without Metadata-Flavor and a long-poll without last_etag.
+	get("127.99.0.5", me, "Metadata-Flavor", "Google") // a live migration is warned to a VM that reads the key
+	migrate := create("--type", "MIGRATE_ON_HOST_MAINTENANCE", "--vm", "gce_0", "--notice", "1s", "--lasts", "1s")
+	if code, body := vmGet(t, s, "127.99.0.5", "GET", me, "Metadata-Flavor", "Google"); code != 200 || body != "MIGRATE_ON_HOST_MAINTENANCE" {
+		t.Fatalf("gce_0's maintenance-event: %d %q, want its migration", code, body)
+	}
+	for range 2 {
+		if code := get("127.99.0.5", me); code != 403 {
+			t.Fatalf("GET without Metadata-Flavor: %d, want 403", code)
+		}
+	}
+	get("127.99.0.5", me+"?wait_for_change=true&timeout_sec=1", "Metadata-Flavor", "Google")
+	// ec2_0 reads its reboot at once, which then ends, and makes 3 more
+	// requests within the second: throttled at 1 a second.
+	reboot := create("--type", "system-reboot", "--vm", "ec2_0", "--notice", "1s", "--lasts", "1s")
+	if code, body := vmGet(t, s, "127.99.0.6", "GET", "/latest/meta-data/events/maintenance/scheduled"); code != 200 || !strings.Contains(body, "system-reboot") {
+		t.Fatalf("ec2_0's scheduled events: %d %q, want its reboot", code, body)
+	}
+	for range 3 {
+		if code := get("127.99.0.6", "/latest/meta-data/instance-id"); code != 429 {
+			t.Fatalf("EC2 request within the second: %d, want 429", code)
+		}
+	}
+	// quiet_0 never calls: its Reboot starts at once and ends unseen.
+	quiet := create("--type", "Reboot", "--vm", "quiet_0", "--lasts", "1s")
+	// notice_0 reads its Reboot's 8-second notice at once; the server
+	// crashes, the notice ends while none runs, and notice_0 reads the
+	// Reboot Started from the next: a notice read in time.
+	get("127.99.0.8", se+"2020-07-01", "Metadata", "true") // its scheduled events enabled
+	notice := create("--type", "Reboot", "--vm", "notice_0", "--notice", "8s", "--lasts", "1m")
+	get("127.99.0.8", se+"2020-07-01", "Metadata", "true")
+	notBefore := s.event(t, notice).NotBefore
+
+	waitStatus(t, s, freeze, forewarn.Started)
+	if code, body := s.approve(t, "127.99.0.2", freeze); code != 200 {
+		t.Fatalf("late approval: %d %s", code, body)
+	}
+	for _, id := range []string{migrate, reboot, quiet} {
+		waitStatus(t, s, id, forewarn.Completed)
+	}
+
+	want := map[string]map[string]uint64{
+		"web_0":  {report.NoMetadataHeader: 3, report.PreviewAPIVersion: 2, report.LateApproval: 1},
+		"vmss_1": {report.VersionHidesEvents: 1, report.ApprovedOthersTerminate: 1},
+		"gce_0":  {report.NoMetadataHeader: 2, report.LongPollWithoutETag: 1},
+		"ec2_0":  {report.Throttled: 3},
+		term:     {report.ApprovedByNonOwner: 1},
+		freeze:   {report.ApprovedAfterNotBefore: 1},
+		quiet:    {report.NeverSeen: 1},
+	}
+	seenBy := map[string]string{freeze: "web_0", term: "vmss_1", migrate: "gce_0", reboot: "ec2_0", notice: "notice_0"}
+	before := reportJSON(t, s)
+	wantFindings(t, "before the crash", before, want, seenBy, nil)
+	seenAt := map[string]time.Time{}
+	for _, e := range before.Events {
+		seenAt[e.ID] = e.SeenAt
+	}
+
+	time.Sleep(reportSaved)
+	s.cmd.Process.Kill()
+	s.cmd.Wait()
+	time.Sleep(time.Until(notBefore) + 500*time.Millisecond)
+	s = startServerArgs(t, s.data, s.fleetArg, args...)
+	waitStatus(t, s, notice, forewarn.Started)
+	get("127.99.0.8", se+"2020-07-01", "Metadata", "true")
+	wantFindings(t, "after the crash", reportJSON(t, s), want, seenBy, seenAt)
+
+	s.stop(t)
+	s = startServerArgs(t, s.data, s.fleetArg, args...)
+	wantFindings(t, "after a graceful restart", reportJSON(t, s), want, seenBy, seenAt)
 }
