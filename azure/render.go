@@ -71,6 +71,14 @@ func VersionShows(v string, t forewarn.EventType) bool {
 	return i >= 0 && versions[i].shows(t)
 }
 
+// FlaggedVersion reports whether requests at api-version v may count in a
+// finding of the client report (package report): the preview, and the
+// versions that hide Terminate or Preempt.
+func FlaggedVersion(v string) bool {
+	i := versionIndex(v)
+	return v == PreviewVersion || i >= 0 && !(versions[i].terminate && versions[i].preempt)
+}
+
 // versionIndex returns the index of api-version s in versions, or -1.
 func versionIndex(s string) int {
 	for i := range versions {

@@ -100,3 +100,16 @@ func TestSharedParts(t *testing.T) {
 		t.Errorf("a started event kept its Scheduled rendering")
 	}
 }
+
+// TestFlaggedVersion: the api-versions whose requests may count in a
+// report finding are the preview and those that hide Terminate or
+// Preempt; not the others, nor one the API does not have.
+func TestFlaggedVersion(t *testing.T) {
+	want := map[string]bool{"2017-03-01": true, "2017-08-01": true, "2017-11-01": true, "2019-01-01": false,
+		"2019-04-01": false, "2019-08-01": false, "2020-07-01": false, "2099-01-01": false, "": false}
+	for v, w := range want {
+		if got := FlaggedVersion(v); got != w {
+			t.Errorf("FlaggedVersion(%q) = %v, want %v", v, got, w)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/forewarn/forewarn"
 )
@@ -12,9 +13,23 @@ import (
 // report asked of another replica, changes none of its findings: each
 // event's sighting (who read it first, who read it only after it
 // started), written in the background soon after it changes, and each
-// VM's client record (its counts), written with its VM record when the
-// history says it matters, at most hourly otherwise, and when the
-// engine closes.
+// VM's client record (its counts), written with its VM record within
+// about clientSavePeriod when the history says it is due, at most hourly
+// otherwise, and when the engine closes. A crash (no Close) loses no
+// sighting and no record due that is older than that: nothing of what a
+// finding depends on.
+
+// clientSavePeriod is how often the engine asks the history for the
+// client records due, while some are: a record due is in the store about
+// that long after the request that made it due (and the write's time).
+const clientSavePeriod = time.Second
+
+// maxCountSaves bounds the records due for a finding's count alone that
+// one look saves (a few hundred bytes each): more VMs whose counts grow
+// at once (a fleet's clients all at a flagged api-version) take turns,
+// each saved every (VMs ÷ maxCountSaves) looks, so that a misbehaving
+// fleet does not keep the store writing.
+const maxCountSaves = 1024
 
 // ClientRecords is what the engine saves of each VM's client with its
 // VM record: the history package implements it.
@@ -28,6 +43,10 @@ type ClientRecords interface {
 	// NotSaved notes that the record ClientRecord last returned of the
 	// VM named name was not written: Unsaved returns the VM again.
 	NotSaved(name string)
+	// Due returns the names of the VMs whose records are due for saving
+	// now: every one due for a read of an event, and at most max others,
+	// in turn; and reports whether more are due.
+	Due(max int) (names []string, more bool)
 }
 
 // SetClientRecords makes the engine save r's client records with the VM
@@ -49,13 +68,26 @@ func (e *Engine) ClientRecord(name string) []byte {
 	return nil
 }
 
-// NoteClient asks for the client record of the VM named name to be
-// saved, in the background, with others.
-func (e *Engine) NoteClient(name string) {
-	select {
-	case e.persist <- name:
-	default: // a later note tries again, and Close saves it
+// NoteClients tells the engine that client records are due for saving
+// (ClientRecords.Due): it asks for them within clientSavePeriod, and
+// saves them in the background.
+func (e *Engine) NoteClients() {
+	if e.clientsDue.Swap(true) {
+		return // noted already, and not yet taken
 	}
+	select {
+	case e.persist <- "":
+	default: // the loop is at work: it looks at clientsDue next
+	}
+}
+
+// dueClients returns the names of the VMs whose client records the
+// history has due, and reports whether more are due.
+func (e *Engine) dueClients() (names []string, more bool) {
+	if r := e.clientRecords(); r != nil {
+		return r.Due(maxCountSaves)
+	}
+	return nil, false
 }
 
 // historyRecords returns the client records the history has to save of

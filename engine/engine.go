@@ -191,6 +191,10 @@ type Engine struct {
 	stop    chan struct{}
 	stopped chan struct{}
 
+	// clientsDue reports that the history has client records due
+	// (NoteClients): persistLoop looks for them.
+	clientsDue atomic.Bool
+
 	// setOverrides holds the scale set settings changed at run time;
 	// guarded by mu.
 	setOverrides map[string]forewarn.ScaleSetRecord

@@ -398,12 +398,13 @@ func (e *Engine) serviceEnabled(vm *forewarn.VM, now time.Time, cache map[**fore
 }
 
 // persistLoop writes the LastSeen of VMs that NoteRequest hands it, the
-// client records NoteClient asks for and the sightings NoteSighting
-// notes, until Close. The VMs queued together are written in a few
-// commits, so a fleet's calls after a restart are a few writes, not one
-// per VM.
+// sightings NoteSighting notes and, clientSavePeriod after NoteClients,
+// the client records the history has due, until Close. The VMs queued
+// together are written in a few commits, so a fleet's calls after a
+// restart are a few writes, not one per VM.
 func (e *Engine) persistLoop() {
 	defer close(e.stopped)
+	var due <-chan time.Time // set while client records are due
 	for {
 		select {
 		case <-e.stop:
@@ -417,6 +418,16 @@ func (e *Engine) persistLoop() {
 			names := e.drain(name)
 			e.saveSightings()
 			e.saveClients(names)
+		case <-due:
+			due = nil
+			names, more := e.dueClients()
+			e.saveClients(names)
+			if more {
+				e.clientsDue.Store(true)
+			}
+		}
+		if due == nil && e.clientsDue.Swap(false) {
+			due = time.After(clientSavePeriod)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package history
 
 import (
 	"encoding/json"
+	"slices"
 	"time"
 
 	"github.com/forewarn/forewarn"
@@ -12,12 +13,28 @@ import (
 // replicas) through the engine's store: each event's Mark as a
 // forewarn.Sighting, noted to the engine as it changes (a first reader,
 // a late reader, a NotBefore or a start read), and each VM's Stats as
-// its client record, which the engine saves with the VM's record: soon
-// when it matters for a later finding (the VM read an event that
-// appeared since its last read, or a finding's count grew), with its
-// LastSeen (hourly) otherwise, and when the engine closes. A VM's ring, made at its
-// first request after a restart or when its Stats are asked for, starts
-// from its record; a Mark starts from its event's sighting.
+// its client record, which the engine saves with the VM's record. A
+// record is due for saving when it changed in a way a finding depends
+// on: the VM read an event that appeared since its last read, or counted
+// a slow gap or a read after a start (dueRead, once per VM and event),
+// or a finding's count grew (dueCount: a request refused, throttled, at
+// a flagged api-version, a long-poll without last_etag, an approval of
+// another VM's Terminate or after a NotBefore). The engine asks Due for
+// them about once a second and saves them in a few commits, so that a
+// crash loses none that is older than that; its other changes (requests
+// made, first and last call, gaps that are no finding) are saved with
+// the VM's LastSeen (hourly), and every change when the engine closes.
+// A VM's ring, made at its first request after a restart or when its
+// Stats are asked for, starts from its record; a Mark starts from its
+// event's sighting.
+
+// What makes a VM's record due (stats.due): dueRead is saved at the
+// engine's next look, whatever the number of VMs; dueCount for a bounded
+// number of VMs at each look, in turn.
+const (
+	dueRead uint8 = 1 << iota
+	dueCount
+)
 
 // keeper is the engine that keeps h's records, nil for none. It is set
 // once, by Follow, before requests are recorded.
@@ -178,7 +195,7 @@ func (h *History) ClientRecord(name string) []byte {
 	if !ok || rg == nil || !rg.lock(g) {
 		return nil
 	}
-	rg.st.dirty = false
+	rg.st.dirty, rg.st.due = false, 0
 	st := rg.st
 	rg.mu.Unlock()
 	t := h.strs.Load()
@@ -222,12 +239,59 @@ func (h *History) Unsaved() []string {
 }
 
 // NotSaved notes that the client record ClientRecord last returned of
-// the VM named name was not written: Unsaved returns the VM again.
+// the VM named name was not written: Unsaved returns the VM again, and
+// Due, as a count, at its next turn.
 func (h *History) NotSaved(name string) {
 	if rg, g, ok := h.ring(name); ok && rg != nil && rg.lock(g) {
-		rg.st.dirty = true
+		h.noteClient(rg, dueCount)
 		rg.mu.Unlock()
 	}
+}
+
+// Due returns the names of the VMs whose client records are due for
+// saving (see dueRead and dueCount): every one due for a read, and at
+// most max due for a count only, taken in turn from where the last call
+// left off, so that each VM's turn comes; and reports whether more are
+// due. The engine calls it from one goroutine.
+func (h *History) Due(max int) (names []string, more bool) {
+	if !h.due.Swap(false) {
+		return nil, false
+	}
+	type counted struct {
+		name string
+		at   int
+	}
+	var counts []counted
+	at := 0
+	h.rings.Range(func(name string, c *cell) bool {
+		at++
+		m := c.m.Load()
+		if m == nil || m == left || !m.r.lock(m.gen) {
+			return true
+		}
+		due := m.r.st.due
+		m.r.mu.Unlock()
+		switch {
+		case due&dueRead != 0:
+			names = append(names, name)
+		case due&dueCount != 0:
+			counts = append(counts, counted{name, at})
+		}
+		return true
+	})
+	if len(counts) > max {
+		// From the first VM after the last one taken, around.
+		turn := int(h.turn.Load())
+		i, _ := slices.BinarySearchFunc(counts, turn, func(c counted, at int) int { return c.at - at })
+		counts = slices.Concat(counts[i:], counts[:i])[:max]
+		h.turn.Store(int64(counts[max-1].at + 1))
+		h.due.Store(true)
+		more = true
+	}
+	for _, c := range counts {
+		names = append(names, c.name)
+	}
+	return names, more
 }
 
 // restore starts r, the new ring of the VM named name, from the VM's
@@ -274,16 +338,22 @@ func (h *History) restore(r *ring, name string) {
 	}
 }
 
-// noteClient notes that r's Stats changed, and tells the keeper at once
-// when it matters (urgent); other changes are saved with the VM's next
-// LastSeen, within the hour, or when the engine closes. r.mu is held.
-func (h *History) noteClient(r *ring, urgent bool) {
+// noteClient notes that r's Stats changed, and what of it makes its
+// record due for saving (0 for nothing: the change is saved with the
+// VM's next LastSeen, within the hour, or when the engine closes). The
+// first record due since Due last looked tells the keeper, once. r.mu is
+// held.
+func (h *History) noteClient(r *ring, due uint8) {
 	if h.keeper == nil {
 		return
 	}
 	r.st.dirty = true
-	if urgent {
-		h.keeper.eng.NoteClient(r.name)
+	if due == 0 || r.st.due&due == due {
+		return
+	}
+	r.st.due |= due
+	if !h.due.Load() && h.due.CompareAndSwap(false, true) {
+		h.keeper.eng.NoteClients()
 	}
 }
 

@@ -49,8 +49,9 @@ type stats struct {
 	// the 352-byte size class.
 	versionIDs [maxVersions]uint16
 	// dirty reports that the accumulators changed since their record was
-	// last saved (persist.go).
+	// last saved, and due what of it is to be saved soon (persist.go).
 	dirty                 bool
+	due                   uint8
 	requests              uint64
 	first, last           int64 // starts of the first and the latest request
 	maxGap, maxGapEnd     int64
@@ -128,9 +129,11 @@ func (hw *Writer) notice(r *Ref, m *Mark) {
 }
 
 // add counts one request of the VM that hw answered, begun at start and
-// ended at end, and reports whether what it changed matters to a later
-// finding at once: the VM read an event that appeared since its last
-// read, or a finding's count grew.
+// ended at end, at the api-version of table id version (flagged when
+// requests at it count in a finding), and returns what makes the VM's
+// record due for saving (persist.go): dueRead when the VM read an event
+// that appeared since its last read, or counted a slow gap or a read
+// after a start; dueCount when another finding's count grew.
 //
 // The gap before it counts as pending for its longest part during which
 // an event the VM could see was Scheduled: from the event's appearance,
@@ -139,7 +142,7 @@ func (hw *Writer) notice(r *Ref, m *Mark) {
 // Started one with its start) and those the VM last read Scheduled
 // (st.watch, until their NotBefore), so the gap counts whatever this
 // request reads: the event Started, or nothing once it has ended.
-func (st *stats) add(hw *Writer, api API, code int, start, end int64, version uint16, path string) (urgent bool) {
+func (st *stats) add(hw *Writer, api API, code int, start, end int64, version uint16, flagged bool, path string) (due uint8) {
 	findings := st.slow + st.readLate
 	st.api = api
 	st.requests++
@@ -176,7 +179,9 @@ func (st *stats) add(hw *Writer, api API, code int, start, end int64, version ui
 	if hw.read {
 		// The first read since an event appeared: the read that tells
 		// later ones of it from reads after its notice passed unread.
-		urgent = hw.since > st.lastRead
+		if hw.since > st.lastRead {
+			due |= dueRead
+		}
 		st.lastRead = max(st.lastRead, end)
 	}
 	if hw.watch.until > 0 {
@@ -187,36 +192,50 @@ func (st *stats) add(hw *Writer, api API, code int, start, end int64, version ui
 		// down with the event it let start.
 		st.watch = watch{}
 	}
+	counted := false
 	if code == http.StatusTooManyRequests {
 		st.throttled++
+		counted = true
 	}
 	if hw.flags&flagNoHeader != 0 {
 		st.noHeader++
+		counted = true
 	}
 	if api == Azure && version != 0 && path == eventsPath {
-		st.addVersion(version)
+		counted = st.addVersion(version) && flagged || counted
 	}
 	if hw.foreign > 0 {
 		st.foreign += uint64(hw.foreign)
 		st.lastForeign = hw.lastForeign
+		counted = true
 	}
 	if hw.late > 0 {
 		st.late += uint64(hw.late)
 		st.lastLate = hw.lastLate
+		counted = true
 	}
-	return urgent || st.slow+st.readLate != findings
+	if st.slow+st.readLate != findings {
+		due |= dueRead
+	}
+	if counted || hw.flags&flagNoETag != 0 {
+		due |= dueCount
+	}
+	return due
 }
 
-// addVersion counts a request at the api-version of table id.
-func (st *stats) addVersion(id uint16) {
+// addVersion counts a request at the api-version of table id, and
+// reports whether it counts it as one of the VM's api-versions (not
+// among the others).
+func (st *stats) addVersion(id uint16) bool {
 	for i, v := range st.versionIDs {
 		if v == id || v == 0 {
 			st.versionIDs[i] = id
 			st.versions[i]++
-			return
+			return true
 		}
 	}
 	st.otherVersions++
+	return false
 }
 
 // NoteNoHeader notes, on the request answered through w, that it was
@@ -242,6 +261,7 @@ func NoteLongPoll(w http.ResponseWriter, maint, withETag bool) {
 		}
 		if !withETag {
 			hw.ring.noETag.Add(1)
+			hw.flags |= flagNoETag
 		}
 	}
 }

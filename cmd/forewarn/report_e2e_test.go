@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/forewarn/forewarn"
+	"github.com/forewarn/forewarn/internal/etcdtest"
 	"github.com/forewarn/forewarn/report"
 )
 
@@ -58,6 +60,21 @@ func sameCounts(a, b map[string]uint64) bool {
 	return true
 }
 
+// code GETs path as the VM at ip, with the header's name and value
+// pairs, and returns the status code.
+func (s *server) code(t *testing.T, ip, path string, header ...string) int {
+	t.Helper()
+	code, _ := vmGet(t, s, ip, "GET", path, header...)
+	return code
+}
+
+// create runs 'forewarn event create' with args and returns the ID it
+// prints.
+func (s *server) create(t *testing.T, args ...string) string {
+	t.Helper()
+	return strings.TrimSpace(s.mustCLI(t, append([]string{"event", "create"}, args...)...))
+}
+
 // waitStatus waits until event id has status st.
 func waitStatus(t *testing.T, s *server, id string, st forewarn.Status) {
 	t.Helper()
@@ -84,12 +101,11 @@ func TestReport(t *testing.T) {
 	const me = "/computeMetadata/v1/instance/maintenance-event"
 	get := func(ip, path string, header ...string) int {
 		t.Helper()
-		code, _ := vmGet(t, s, ip, "GET", path, header...)
-		return code
+		return s.code(t, ip, path, header...)
 	}
 	create := func(args ...string) string {
 		t.Helper()
-		return strings.TrimSpace(s.mustCLI(t, append([]string{"event", "create"}, args...)...))
+		return s.create(t, args...)
 	}
 
 	// spot_0 reads a pending Preempt, then calls again 6.5 s later, while
@@ -273,6 +289,17 @@ func TestReport(t *testing.T) {
 	get("127.0.0.10", se+"2020-07-01", "Metadata", "true")
 	after := reportJSON(t, s)
 	wantSameFindings(t, before, after)
+	// And exactly the findings the VMs' requests made, carry_0's none,
+	// each event's first reader as before: spot_0's silence since its
+	// last call, its Preempt pending, may count once more by now.
+	exact := map[string]map[string]uint64{}
+	maps.Copy(exact, want)
+	maps.Copy(exact, wantEv)
+	if n := findings(vmOf(after, "spot_0").Findings)[report.SlowPolling]; n == 2 {
+		exact["spot_0"] = map[string]uint64{report.SlowPolling: 2}
+	}
+	seenBy := map[string]string{preempt: "spot_0", term: "vmss_1", freeze: "web_0", late: "late_0", carry: "carry_0"}
+	wantFindings(t, "after the restart", after, exact, seenBy, seenAt(before))
 	if e := eventOf(after, carry); e.SeenBy != "carry_0" || len(e.Findings) != 0 || !e.SeenAt.Before(e.StartedAt) {
 		t.Errorf("carry_0's Reboot after the restart: seen by %q at %v (started %v), findings %+v; want seen by carry_0 before its start, none",
 			e.SeenBy, e.SeenAt, e.StartedAt, e.Findings)
@@ -284,6 +311,16 @@ func TestReport(t *testing.T) {
 	if _, errOut, code := s.cli(t, "report", "extra"); code != 2 || !strings.Contains(errOut, `unexpected argument "extra"`) {
 		t.Errorf("report extra: exit %d, %q; want 2", code, errOut)
 	}
+}
+
+// vmOf returns the report of the VM named name in rep.
+func vmOf(rep *report.Report, name string) report.VM {
+	for _, v := range rep.VMs {
+		if v.Name == name {
+			return v
+		}
+	}
+	return report.VM{}
 }
 
 // eventOf returns the report of event id in rep.
@@ -326,4 +363,209 @@ func wantSameFindings(t *testing.T, before, after *report.Report) {
 			t.Errorf("after the restart, event %s (%s): seen by %q at %v, want %q at %v as before", b.ID, b.Type, a.SeenBy, a.SeenAt, b.SeenBy, b.SeenAt)
 		}
 	}
+}
+
+// reportSaved is how long the server may take to save what the report
+// needs of a request, so that a crash loses none of it: within a second,
+// as the README says, and half a second for a slow machine.
+const reportSaved = 1500 * time.Millisecond
+
+// reportCrashFleet is reportFleet at addresses of the crash tests' own.
+var reportCrashFleet = strings.ReplaceAll(reportFleet, "127.0.0.", "127.99.0.")
+
+// wantFindings checks rep's findings, of every VM and every event,
+// against want (kind: count, by VM or event ID; a VM or an event not in
+// want has none), and each event's first reader against seenBy ("" for
+// none), with when against seenAt where it names the event.
+func wantFindings(t *testing.T, when string, rep *report.Report, want map[string]map[string]uint64, seenBy map[string]string, seenAt map[string]time.Time) {
+	t.Helper()
+	for _, v := range rep.VMs {
+		if got := findings(v.Findings); !sameCounts(got, want[v.Name]) {
+			t.Errorf("%s, %s: findings %v, want %v\n%+v", when, v.Name, got, want[v.Name], v.Findings)
+		}
+	}
+	for _, e := range rep.Events {
+		if got := findings(e.Findings); !sameCounts(got, want[e.ID]) {
+			t.Errorf("%s, event %s (%s): findings %v, want %v\n%+v", when, e.ID, e.Type, got, want[e.ID], e.Findings)
+		}
+		if e.SeenBy != seenBy[e.ID] {
+			t.Errorf("%s, event %s (%s): seen by %q, want %q", when, e.ID, e.Type, e.SeenBy, seenBy[e.ID])
+		}
+		if at, ok := seenAt[e.ID]; ok && !e.SeenAt.Equal(at) {
+			t.Errorf("%s, event %s (%s): seen at %v, want %v", when, e.ID, e.Type, e.SeenAt, at)
+		}
+	}
+}
+
+// crashArgs are the serve flags of the crash tests: their own loopback
+// addresses, and EC2 requests throttled at 1 a second.
+var crashArgs = []string{"--metadata-addr", "127.99.0.1:0", "--admin-addr", "127.99.0.1:0", "--aws-rate-limit", "1"}
+
+// crashPlay is what the VMs of reportCrashFleet did (playCrash), and the
+// findings and first readers the report must show of it.
+type crashPlay struct {
+	want   map[string]map[string]uint64
+	seenBy map[string]string
+	// notice is carry_0's Reboot, whose 8-second notice carry_0 read at
+	// once; it starts at notBefore.
+	notice    string
+	notBefore time.Time
+}
+
+// playCrash has the VMs of reportCrashFleet make, through s, a finding
+// of each kind that counts requests, each counted after the VM's last
+// read of an event (which saves its record at once); read within a
+// second events that then end, and carry_0 its Reboot's notice. It
+// returns when the events that end have ended.
+func playCrash(t *testing.T, s *server) crashPlay {
+	t.Helper()
+	const se = "/metadata/scheduledevents?api-version="
+	const me = "/computeMetadata/v1/instance/maintenance-event"
+
+	// web_0 reads its Freeze, makes 3 requests without the Metadata
+	// header and 2 at the preview, lets the Freeze start, then approves
+	// it: too late.
+	s.code(t, "127.99.0.2", se+"2020-07-01", "Metadata", "true") // its scheduled events enabled
+	freeze := s.create(t, "--type", "Freeze", "--vm", "web_0", "--notice", "1s", "--lasts", "1m")
+	s.code(t, "127.99.0.2", se+"2020-07-01", "Metadata", "true")
+	for range 3 {
+		if code := s.code(t, "127.99.0.2", se+"2020-07-01"); code != 400 {
+			t.Fatalf("GET without Metadata: %d, want 400", code)
+		}
+	}
+	for range 2 {
+		s.code(t, "127.99.0.2", se+"2017-03-01", "Metadata", "true")
+	}
+	// vmss_1 reads vmss_0's Terminate at 2017-08-01 (which hides it), then
+	// at 2020-07-01, and approves it.
+	term := s.create(t, "--type", "Terminate", "--vm", "vmss_0", "--notice", "10m")
+	s.code(t, "127.99.0.4", se+"2017-08-01", "Metadata", "true")
+	s.code(t, "127.99.0.4", se+"2020-07-01", "Metadata", "true")
+	if code, body := s.approve(t, "127.99.0.4", term); code != 200 {
+		t.Fatalf("vmss_1 approving vmss_0's Terminate: %d %s", code, body)
+	}
+	// gce_0 reads its maintenance at once, which then ends, then makes 2
+	// requests without Metadata-Flavor and a long-poll without last_etag.
+	s.code(t, "127.99.0.6", me, "Metadata-Flavor", "Google") // a live migration is warned to a VM that reads the key
+	migrate := s.create(t, "--type", "MIGRATE_ON_HOST_MAINTENANCE", "--vm", "gce_0", "--notice", "1s", "--lasts", "1s")
+	if code, body := vmGet(t, s, "127.99.0.6", "GET", me, "Metadata-Flavor", "Google"); code != 200 || body != "MIGRATE_ON_HOST_MAINTENANCE" {
+		t.Fatalf("gce_0's maintenance-event: %d %q, want its migration", code, body)
+	}
+	for range 2 {
+		if code := s.code(t, "127.99.0.6", me); code != 403 {
+			t.Fatalf("GET without Metadata-Flavor: %d, want 403", code)
+		}
+	}
+	s.code(t, "127.99.0.6", me+"?wait_for_change=true&timeout_sec=1", "Metadata-Flavor", "Google")
+	// ec2_0 reads its reboot at once, which then ends, and makes 3 more
+	// requests within the second: throttled at 1 a second.
+	reboot := s.create(t, "--type", "system-reboot", "--vm", "ec2_0", "--notice", "1s", "--lasts", "1s")
+	if code, body := vmGet(t, s, "127.99.0.8", "GET", "/latest/meta-data/events/maintenance/scheduled"); code != 200 || !strings.Contains(body, "system-reboot") {
+		t.Fatalf("ec2_0's scheduled events: %d %q, want its reboot", code, body)
+	}
+	for range 3 {
+		if code := s.code(t, "127.99.0.8", "/latest/meta-data/instance-id"); code != 429 {
+			t.Fatalf("EC2 request within the second: %d, want 429", code)
+		}
+	}
+	// quiet_0 never calls: its Reboot starts at once and ends unseen.
+	quiet := s.create(t, "--type", "Reboot", "--vm", "quiet_0", "--lasts", "1s")
+	s.code(t, "127.99.0.10", se+"2020-07-01", "Metadata", "true") // its scheduled events enabled
+	notice := s.create(t, "--type", "Reboot", "--vm", "carry_0", "--notice", "8s", "--lasts", "1m")
+	s.code(t, "127.99.0.10", se+"2020-07-01", "Metadata", "true")
+
+	waitStatus(t, s, freeze, forewarn.Started)
+	if code, body := s.approve(t, "127.99.0.2", freeze); code != 200 {
+		t.Fatalf("late approval: %d %s", code, body)
+	}
+	for _, id := range []string{migrate, reboot, quiet} {
+		waitStatus(t, s, id, forewarn.Completed)
+	}
+	return crashPlay{
+		want: map[string]map[string]uint64{
+			"web_0":  {report.NoMetadataHeader: 3, report.PreviewAPIVersion: 2, report.LateApproval: 1},
+			"vmss_1": {report.VersionHidesEvents: 1, report.ApprovedOthersTerminate: 1},
+			"gce_0":  {report.NoMetadataHeader: 2, report.LongPollWithoutETag: 1},
+			"ec2_0":  {report.Throttled: 3},
+			term:     {report.ApprovedByNonOwner: 1},
+			freeze:   {report.ApprovedAfterNotBefore: 1},
+			quiet:    {report.NeverSeen: 1},
+		},
+		seenBy: map[string]string{freeze: "web_0", term: "vmss_1", migrate: "gce_0", reboot: "ec2_0", notice: "carry_0"},
+		notice: notice, notBefore: s.event(t, notice).NotBefore,
+	}
+}
+
+// readStarted has carry_0 read its Reboot from s once it has started.
+func (p crashPlay) readStarted(t *testing.T, s *server) {
+	t.Helper()
+	waitStatus(t, s, p.notice, forewarn.Started)
+	if code, _ := vmGet(t, s, "127.99.0.10", "GET", "/metadata/scheduledevents?api-version=2020-07-01", "Metadata", "true"); code != 200 {
+		t.Fatalf("carry_0 reading its Reboot: %d", code)
+	}
+}
+
+// seenAt returns when each event of rep was first read.
+func seenAt(rep *report.Report) map[string]time.Time {
+	out := map[string]time.Time{}
+	for _, e := range rep.Events {
+		out[e.ID] = e.SeenAt
+	}
+	return out
+}
+
+// TestReportCrash: the report's findings survive a crash (SIGKILL) once
+// the server has had the time it takes to save them (reportSaved), and a
+// graceful restart after it, exactly: counts of each VM's findings, the
+// first reader of each event and when, events read within a second of
+// their creation that then ended (never-seen if their readers were
+// lost), and a notice read before the crash, its event started after
+// it (read after the start if the read were lost; the time no server ran
+// is no gap).
+func TestReportCrash(t *testing.T) {
+	dir := t.TempDir()
+	fleet := filepath.Join(dir, "fleet.yaml")
+	if err := os.WriteFile(fleet, []byte(reportCrashFleet), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := startServerArgs(t, filepath.Join(dir, "data"), fleet, crashArgs...)
+	p := playCrash(t, s)
+	before := reportJSON(t, s)
+	wantFindings(t, "before the crash", before, p.want, p.seenBy, nil)
+
+	time.Sleep(reportSaved)
+	s.cmd.Process.Kill()
+	s.cmd.Wait()
+	time.Sleep(time.Until(p.notBefore) + 500*time.Millisecond)
+	s = startServerArgs(t, s.data, s.fleetArg, crashArgs...)
+	p.readStarted(t, s)
+	wantFindings(t, "after the crash", reportJSON(t, s), p.want, p.seenBy, seenAt(before))
+
+	s.stop(t)
+	s = startServerArgs(t, s.data, s.fleetArg, crashArgs...)
+	wantFindings(t, "after a graceful restart", reportJSON(t, s), p.want, p.seenBy, seenAt(before))
+}
+
+// TestReportOnReplicas: two replicas share one store on etcd; the VMs
+// call A alone, and A crashes (SIGKILL) once it has had the time to save
+// what the report needs: B's report has A's findings and first readers
+// exactly, and carry_0's read of its Reboot's notice from A counts on B
+// (no read after the start). B ran while carry_0 said nothing through
+// the end of the notice: that gap, unlike the time no server ran, is
+// slow polling.
+func TestReportOnReplicas(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	c := newHACluster(t, etcd.Endpoints(), "/forewarn/report/", reportCrashFleet, "2s", "5s")
+	c.args = crashArgs
+	a, b := c.add("A"), c.add("B")
+	p := playCrash(t, a.s(t))
+	before := reportJSON(t, a.s(t))
+	wantFindings(t, "A's report", before, p.want, p.seenBy, nil)
+
+	time.Sleep(reportSaved)
+	a.kill()
+	time.Sleep(time.Until(p.notBefore) + 500*time.Millisecond)
+	p.readStarted(t, b.s(t))
+	p.want["carry_0"] = map[string]uint64{report.SlowPolling: 1}
+	wantFindings(t, "B's report after A crashed", reportJSON(t, b.s(t)), p.want, p.seenBy, seenAt(before))
 }
