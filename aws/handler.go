@@ -349,7 +349,8 @@ func (s *Server) handleToken(w http.ResponseWriter, r *http.Request, vm *forewar
 		writeError(w, http.StatusBadRequest)
 		return
 	}
-	tok := s.issue(vm, sl, time.Now().Add(time.Duration(ttl)*time.Second))
+	now := time.Now()
+	tok := s.issue(vm, sl, now, now.Add(time.Duration(ttl)*time.Second))
 	if caller.Relayed(r) != nil {
 		// The relay sets it on its answer to the VM: only the host
 		// holds the VM's connection.

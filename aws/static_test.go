@@ -171,3 +171,26 @@ func TestStaticGETDoesNotAllocate(t *testing.T) {
 		})
 	}
 }
+
+// TestCachedTokenOfOldRegistration: a token cached by a check that raced
+// the VM's new registration (checked against the old one, stored after
+// the new one cleared the cache) is not taken for the new registration.
+func TestCachedTokenOfOldRegistration(t *testing.T) {
+	_, s := staticSetup(t)
+	tok := getToken(t, s, benchV2)
+	if w := get(s, benchV2, "/latest/meta-data/instance-id", tok); w.Code != 200 {
+		t.Fatalf("GET with the token: %d %q", w.Code, w.Body)
+	}
+	sl := s.slots.Load("vm000001")
+	c := sl.lastToken.Load()
+	if c == nil || c.tok != tok {
+		t.Fatalf("the token was not cached: %+v", c)
+	}
+	// The race's outcome: a new registration, and the old one's token
+	// in the cache.
+	sl.reg.Add(1)
+	sl.lastToken.Store(c)
+	if w := get(s, benchV2, "/latest/meta-data/instance-id", tok); w.Code != http.StatusUnauthorized {
+		t.Fatalf("the old registration's token, cached: %d %q, want 401", w.Code, w.Body)
+	}
+}

@@ -75,7 +75,8 @@ func (r *keyring) signer(now time.Time) *sync.Pool {
 // checked is a token found good, with its expiry.
 type checked struct {
 	tok string
-	exp int64 // Unix nanoseconds
+	exp int64  // Unix nanoseconds
+	reg uint64 // the registration it was checked against
 }
 
 // tokenEncoding is padded URL-safe base64 that refuses a last character
@@ -91,14 +92,14 @@ const (
 	tokenChars = (tokenLen + 2) / 3 * 4
 )
 
-// issue returns a token for vm, in the registration of slot sl, that
-// expires at exp. It is signed, not stored: the server keeps nothing per
-// token, so no caller can make it hold more.
-func (s *Server) issue(vm *forewarn.VM, sl *slot, exp time.Time) string {
+// issue returns a token for vm, in the registration of slot sl, made at
+// now, that expires at exp. It is signed, not stored: the server keeps
+// nothing per token, so no caller can make it hold more.
+func (s *Server) issue(vm *forewarn.VM, sl *slot, now, exp time.Time) string {
 	var b [tokenLen]byte
 	b[0] = 1
 	binary.BigEndian.PutUint64(b[1:9], uint64(exp.UnixNano())) // not whole seconds: a token lasts its full TTL
-	sign(s.ring().signer(time.Now()), vm, sl.reg.Load(), b[:9], b[9:])
+	sign(s.ring().signer(now), vm, sl.reg.Load(), b[:9], b[9:])
 	return tokenEncoding.EncodeToString(b[:])
 }
 
@@ -140,15 +141,18 @@ func (s *Server) checkAny(vm *forewarn.VM, sl *slot, vals []string) []string {
 // by their signature. Neither allocates.
 func (s *Server) check(vm *forewarn.VM, sl *slot, tok string) []string {
 	now := time.Now().UnixNano()
+	reg := sl.reg.Load()
 	c := sl.lastToken.Load()
 	var exp int64
-	if c != nil && sameToken(c.tok, tok) {
+	if c != nil && c.reg == reg && sameToken(c.tok, tok) {
 		exp = c.exp
-	} else if exp = s.expiry(vm, sl, tok); exp > now && (c == nil || exp > c.exp) {
+	} else if exp = s.expiry(vm, reg, tok); exp > now && (c == nil || c.reg != reg || exp > c.exp) {
 		// Kept while it is the newest: two clients of one VM, each
 		// with its token, replace it once per new token, not per
-		// request. A racing request's token is as good.
-		sl.lastToken.CompareAndSwap(c, &checked{tok: tok, exp: exp})
+		// request. A racing request's token is as good. The
+		// registration it was checked against goes with it: a check
+		// that raced a new registration is no good for it.
+		sl.lastToken.CompareAndSwap(c, &checked{tok: tok, exp: exp, reg: reg})
 	}
 	if now >= exp {
 		return nil
@@ -163,9 +167,9 @@ func sameToken(a, b string) bool {
 }
 
 // expiry returns the expiry, in Unix nanoseconds, of tok, a token issued
-// to vm in the registration of slot sl and signed with a key in force,
+// to vm in its registration reg and signed with a key in force,
 // or -1 when tok is not one. It does not look at the clock.
-func (s *Server) expiry(vm *forewarn.VM, sl *slot, tok string) int64 {
+func (s *Server) expiry(vm *forewarn.VM, reg uint64, tok string) int64 {
 	if len(tok) != tokenChars {
 		return -1
 	}
@@ -177,7 +181,6 @@ func (s *Server) expiry(vm *forewarn.VM, sl *slot, tok string) int64 {
 	if n, err := tokenEncoding.Decode(b[:], src[:]); err != nil || n != tokenLen || b[0] != 1 {
 		return -1
 	}
-	reg := sl.reg.Load()
 	var sig [sigLen]byte
 	for _, macs := range s.ring().macs {
 		sign(macs, vm, reg, b[:9], sig[:])

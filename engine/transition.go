@@ -55,17 +55,21 @@ func (e *Engine) noteTransitions(rev int64, now time.Time, events []*forewarn.Ev
 	if len(e.tsubs) == 0 {
 		return
 	}
-	var ts []Transition
 	now = now.Round(0).UTC() // the same bytes whatever the server's zone
-	for i, ev := range events {
+	// Counted first, so the slice is made once at its size, neither
+	// grown by doubling nor made for events that did not change (a
+	// fleet-wide EC2 event is 100,000 of them).
+	n := 0
+	for _, ev := range events {
+		if old := e.events[ev.ID]; old == nil || old.Status != ev.Status {
+			n++
+		}
+	}
+	ts := make([]Transition, 0, n+len(sessions))
+	for _, ev := range events {
 		old := e.events[ev.ID]
 		if old != nil && old.Status == ev.Status {
 			continue
-		}
-		if ts == nil {
-			// At most one per event left: sized once, not grown by
-			// doubling (a fleet-wide EC2 event is 100,000 of them).
-			ts = make([]Transition, 0, len(events)-i)
 		}
 		t := Transition{Revision: rev, Time: now, Kind: "event", ID: ev.ID, To: string(ev.Status), Event: ev}
 		if old != nil {
