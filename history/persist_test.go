@@ -529,3 +529,40 @@ func wantReport(t *testing.T, when string, rep *report.Report, want map[string]m
 		}
 	}
 }
+
+// TestUnsaved: the engine reports unsaved what the report needs from a
+// request that makes a VM's record due until the look that writes it
+// has written it, and nothing once it has; a failed write keeps it
+// unsaved.
+func TestUnsaved(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &flakyStore{Store: mem.New()}
+		e, h := serverOn(t, store)
+		if e.Unsaved() {
+			t.Fatal("unsaved before any request")
+		}
+		call(h, "a", history.Azure, "", http.StatusBadRequest, 0, history.NoteNoHeader)
+		if !e.Unsaved() {
+			t.Fatal("a request without the header: not unsaved")
+		}
+		time.Sleep(500 * time.Millisecond)
+		if !e.Unsaved() {
+			t.Error("unsaved no longer half a second after, before the engine looked")
+		}
+		store.down.Store(true)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if !e.Unsaved() {
+			t.Error("not unsaved after a failed write")
+		}
+		store.down.Store(false)
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		if e.Unsaved() {
+			t.Error("still unsaved once written")
+		}
+		if e.ClientRecord("a") == nil {
+			t.Error("no record of a in the store")
+		}
+	})
+}
