@@ -26,7 +26,7 @@ const clientSavePeriod = time.Second
 
 // maxCountSaves bounds the records due for a finding's count alone that
 // one look saves (a few hundred bytes each): more VMs whose counts grow
-// at once (a fleet's clients all at a flagged api-version) take turns,
+// at once (a fleet's clients all at the preview api-version) take turns,
 // each saved every (VMs ÷ maxCountSaves) looks, so that a misbehaving
 // fleet does not keep the store writing.
 const maxCountSaves = 1024

@@ -18,8 +18,9 @@ import (
 // on: the VM read an event that appeared since its last read, or counted
 // a slow gap or a read after a start (dueRead, once per VM and event),
 // or a finding's count grew (dueCount: a request refused, throttled, at
-// a flagged api-version, a long-poll without last_etag, an approval of
-// another VM's Terminate or after a NotBefore). The engine asks Due for
+// an api-version that counts in a finding for its VM (NoteCountedVersion),
+// a long-poll without last_etag, an approval of another VM's Terminate
+// or after a NotBefore). The engine asks Due for
 // them about once a second and saves them in a few commits, so that a
 // crash loses none that is older than that; its other changes (requests
 // made, first and last call, gaps that are no finding) are saved with

@@ -287,14 +287,12 @@ func TestKeptAcrossCrash(t *testing.T) {
 	})
 }
 
-// flaggedServer starts a server of n Azure VMs on a crashStore, whose
-// history flags api-versions as the Azure server does.
+// flaggedServer starts a server of n Azure VMs on a crashStore.
 func flaggedServer(t *testing.T, n int) (*crashStore, *engine.Engine, *history.History, []string) {
 	t.Helper()
 	fleet, names := azureFleet(n)
 	store := &crashStore{Store: mem.New()}
 	e, h := serverOnFleet(t, store, fleet)
-	h.FlagVersions(azure.FlaggedVersion)
 	return store, e, h, names
 }
 
@@ -345,7 +343,7 @@ func TestCountsSavedInTurns(t *testing.T) {
 		t0 := time.Now()
 		for range 3 {
 			for _, name := range names {
-				call(h, name, history.Azure, azure.PreviewVersion, http.StatusOK, 0, nil)
+				call(h, name, history.Azure, azure.PreviewVersion, http.StatusOK, 0, history.NoteCountedVersion)
 			}
 			time.Sleep(time.Second)
 		}
@@ -410,7 +408,6 @@ func reportAcrossRestart(t *testing.T, crash bool) {
 	fleet := forewarntest.Fleet(t, reportFleet)
 	store := &crashStore{Store: mem.New()}
 	e1, h1 := serverOnFleet(t, store, fleet)
-	h1.FlagVersions(azure.FlaggedVersion)
 	for _, vm := range []string{"web", "ss_0", "ss_1", "late"} {
 		e1.NoteRequest(vm) // their scheduled events enabled; quiet's not: its Reboot starts at once
 		get(h1, vm)
@@ -437,11 +434,11 @@ func reportAcrossRestart(t *testing.T, crash bool) {
 		call(h1, "web", history.Azure, "", http.StatusBadRequest, 0, history.NoteNoHeader)
 	}
 	for range 2 {
-		call(h1, "web", history.Azure, azure.PreviewVersion, http.StatusOK, 0, nil)
+		call(h1, "web", history.Azure, azure.PreviewVersion, http.StatusOK, 0, history.NoteCountedVersion)
 	}
 	// ss_1 reads ss_0's Terminate at 2017-08-01, which hides it, then at
 	// 2020-07-01, and approves it: another VM's.
-	call(h1, "ss_1", history.Azure, "2017-08-01", http.StatusOK, 0, nil)
+	call(h1, "ss_1", history.Azure, "2017-08-01", http.StatusOK, 0, history.NoteCountedVersion)
 	get(h1, "ss_1", refOf(t, e1, term))
 	approve(t, e1, h1, "ss_1", term, true, false)
 	// g makes a maintenance-event long-poll without last_etag.

@@ -129,8 +129,7 @@ func (hw *Writer) notice(r *Ref, m *Mark) {
 }
 
 // add counts one request of the VM that hw answered, begun at start and
-// ended at end, at the api-version of table id version (flagged when
-// requests at it count in a finding), and returns what makes the VM's
+// ended at end, at the api-version of table id version, and returns what makes the VM's
 // record due for saving (persist.go): dueRead when the VM read an event
 // that appeared since its last read, or counted a slow gap or a read
 // after a start; dueCount when another finding's count grew.
@@ -142,7 +141,7 @@ func (hw *Writer) notice(r *Ref, m *Mark) {
 // Started one with its start) and those the VM last read Scheduled
 // (st.watch, until their NotBefore), so the gap counts whatever this
 // request reads: the event Started, or nothing once it has ended.
-func (st *stats) add(hw *Writer, api API, code int, start, end int64, version uint16, flagged bool, path string) (due uint8) {
+func (st *stats) add(hw *Writer, api API, code int, start, end int64, version uint16, path string) (due uint8) {
 	findings := st.slow + st.readLate
 	st.api = api
 	st.requests++
@@ -202,7 +201,7 @@ func (st *stats) add(hw *Writer, api API, code int, start, end int64, version ui
 		counted = true
 	}
 	if api == Azure && version != 0 && path == eventsPath {
-		counted = st.addVersion(version) && flagged || counted
+		counted = st.addVersion(version) && hw.flags&flagCounted != 0 || counted
 	}
 	if hw.foreign > 0 {
 		st.foreign += uint64(hw.foreign)
@@ -245,6 +244,17 @@ func (st *stats) addVersion(id uint16) bool {
 func NoteNoHeader(w http.ResponseWriter) {
 	if hw := find(w); hw != nil {
 		hw.flags |= flagNoHeader
+	}
+}
+
+// NoteCountedVersion notes, on the request answered through w, that its
+// api-version counts in a finding of the client report for its VM
+// (azure.CountedVersion): the VM's record is then due for saving soon
+// (persist.go), where requests at other versions are saved hourly. It
+// does nothing when w is not recorded.
+func NoteCountedVersion(w http.ResponseWriter) {
+	if hw := find(w); hw != nil {
+		hw.flags |= flagCounted
 	}
 }
 
