@@ -16,8 +16,9 @@ import (
 // its client record, which the engine saves with the VM's record. A
 // record is due for saving when it changed in a way a finding depends
 // on: the VM read an event that appeared since its last read, or counted
-// a slow gap or a read after a start (dueRead, once per VM and event),
-// or a finding's count grew (dueCount: a request refused, throttled, at
+// a slow gap or a read after a start, or a finding's count went from 0
+// (dueRead, once per VM and event or finding), or a finding's count grew
+// (dueCount: a request refused, throttled, at
 // an api-version that counts in a finding for its VM (NoteCountedVersion),
 // a long-poll without last_etag, an approval of another VM's Terminate
 // or after a NotBefore). The engine asks Due for
