@@ -197,7 +197,7 @@ func (h *History) ClientRecord(name string) []byte {
 	if !ok || rg == nil || !rg.lock(g) {
 		return nil
 	}
-	rg.st.dirty, rg.st.due = false, 0
+	rg.st.dirty, rg.st.due, rg.st.taken = false, 0, rg.st.due
 	st := rg.st
 	rg.mu.Unlock()
 	t := h.strs.Load()
@@ -242,10 +242,15 @@ func (h *History) Unsaved() []string {
 
 // NotSaved notes that the client record ClientRecord last returned of
 // the VM named name was not written: Unsaved returns the VM again, and
-// Due, as a count, at its next turn.
+// Due as it was due before (a read at the next look), or as a count at
+// its next turn when it was not due.
 func (h *History) NotSaved(name string) {
 	if rg, g, ok := h.ring(name); ok && rg != nil && rg.lock(g) {
-		h.noteClient(rg, dueCount)
+		due := rg.st.taken
+		if due == 0 {
+			due = dueCount
+		}
+		h.noteClient(rg, due)
 		rg.mu.Unlock()
 	}
 }

@@ -49,9 +49,11 @@ type stats struct {
 	// the 352-byte size class.
 	versionIDs [maxVersions]uint16
 	// dirty reports that the accumulators changed since their record was
-	// last saved, and due what of it is to be saved soon (persist.go).
+	// last saved, due what of it is to be saved soon (persist.go), and
+	// taken the due bits ClientRecord last cleared, which NotSaved
+	// restores.
 	dirty                 bool
-	due                   uint8
+	due, taken            uint8
 	requests              uint64
 	first, last           int64 // starts of the first and the latest request
 	maxGap, maxGapEnd     int64
