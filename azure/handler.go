@@ -113,7 +113,6 @@ func route(p string) int {
 // Call it before serving.
 func (s *Server) SetHistory(h *history.History) {
 	s.history = h
-	h.FlagVersions(FlaggedVersion) // a request at one counts in a finding: saved soon
 }
 
 // SetMetrics records the server's requests in m, as API "azure"; nil
@@ -202,6 +201,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		var buf [8]query.Param
 		q, _ := query.Parse(r.URL.RawQuery, buf[:0])
 		v, _ := query.Get(q, "api-version")
+		if name != "" && r.URL.Path == "/metadata/scheduledevents" && CountedVersion(vm, v) {
+			history.NoteCountedVersion(hw) // it counts in a finding: saved soon
+		}
 		s.history.DoneAfter(hw, took, history.Azure, r.Method, r.URL.Path, v)
 	}
 }

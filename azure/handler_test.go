@@ -446,3 +446,31 @@ func TestApprovalNamingOneEventManyTimes(t *testing.T) {
 		t.Errorf("event %s, approvals %+v; want Started, approved once by web_0", got.Status, got.Approvals)
 	}
 }
+
+// TestCountedVersionDue: a request at an api-version that counts in a
+// finding of its VM makes the VM's record due for saving soon; one at a
+// version that counts for other VMs only does not: a plain VM polling at
+// 2017-08-01, which hides only Terminate and Preempt, writes nothing more.
+func TestCountedVersionDue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e, h := setup(t)
+		hist := history.New([]string{"web_0", "web_1", "db_0", "gce_0"}, history.DefaultSize)
+		hist.Follow(e)
+		h.(*azure.Server).SetHistory(hist)
+		synctest.Wait()
+		for range 3 {
+			if w := do(h, req{target: path + "2017-08-01", remote: db0}); w.Code != 200 {
+				t.Fatalf("db_0 at 2017-08-01: %d", w.Code)
+			}
+		}
+		if e.Unsaved() {
+			t.Error("db_0, a plain VM, at 2017-08-01: its record due, want not")
+		}
+		if w := do(h, req{target: path + "2017-08-01", remote: web1}); w.Code != 200 {
+			t.Fatalf("web_1 at 2017-08-01: %d", w.Code)
+		}
+		if !e.Unsaved() {
+			t.Error("web_1, a scale set VM, at 2017-08-01 (which hides Terminate): its record not due")
+		}
+	})
+}

@@ -71,12 +71,14 @@ func VersionShows(v string, t forewarn.EventType) bool {
 	return i >= 0 && versions[i].shows(t)
 }
 
-// FlaggedVersion reports whether requests at api-version v may count in a
-// finding of the client report (package report): the preview, and the
-// versions that hide Terminate or Preempt.
-func FlaggedVersion(v string) bool {
+// CountedVersion reports whether vm's Scheduled Events requests at
+// api-version v count in a finding of the client report (package
+// report): at the preview, and at a version that hides an event type vm
+// can get (Terminate for a scale set VM, Preempt for a Spot VM).
+func CountedVersion(vm *forewarn.VM, v string) bool {
 	i := versionIndex(v)
-	return v == PreviewVersion || i >= 0 && !(versions[i].terminate && versions[i].preempt)
+	return v == PreviewVersion || i >= 0 &&
+		(vm.ScaleSet != "" && !versions[i].terminate || vm.Spot && !versions[i].preempt)
 }
 
 // versionIndex returns the index of api-version s in versions, or -1.

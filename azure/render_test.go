@@ -101,15 +101,34 @@ func TestSharedParts(t *testing.T) {
 	}
 }
 
-// TestFlaggedVersion: the api-versions whose requests may count in a
-// report finding are the preview and those that hide Terminate or
-// Preempt; not the others, nor one the API does not have.
-func TestFlaggedVersion(t *testing.T) {
-	want := map[string]bool{"2017-03-01": true, "2017-08-01": true, "2017-11-01": true, "2019-01-01": false,
-		"2019-04-01": false, "2019-08-01": false, "2020-07-01": false, "2099-01-01": false, "": false}
-	for v, w := range want {
-		if got := FlaggedVersion(v); got != w {
-			t.Errorf("FlaggedVersion(%q) = %v, want %v", v, got, w)
+// TestCountedVersion: the api-versions whose requests count in a
+// report finding are the preview, for any VM, and those that hide an
+// event type the VM can get: Terminate before 2019-01-01 for a scale set
+// VM, Preempt before 2017-11-01 for a Spot VM; none for a plain VM at a
+// version the preview's successors have, nor an unknown version.
+func TestCountedVersion(t *testing.T) {
+	plain := &forewarn.VM{Name: "p"}
+	set := &forewarn.VM{Name: "s", ScaleSet: "ss"}
+	spot := &forewarn.VM{Name: "o", Spot: true}
+	for _, c := range []struct {
+		v                string
+		plain, set, spot bool
+	}{
+		{"2017-03-01", true, true, true},
+		{"2017-08-01", false, true, true},
+		{"2017-11-01", false, true, false},
+		{"2019-01-01", false, false, false},
+		{"2020-07-01", false, false, false},
+		{"2099-01-01", false, false, false},
+		{"", false, false, false},
+	} {
+		for _, vc := range []struct {
+			vm   *forewarn.VM
+			want bool
+		}{{plain, c.plain}, {set, c.set}, {spot, c.spot}} {
+			if got := CountedVersion(vc.vm, c.v); got != vc.want {
+				t.Errorf("CountedVersion(%s, %q) = %v, want %v", vc.vm.Name, c.v, got, vc.want)
+			}
 		}
 	}
 }

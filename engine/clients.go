@@ -26,7 +26,7 @@ const clientSavePeriod = time.Second
 
 // maxCountSaves bounds the records due for a finding's count alone that
 // one look saves (a few hundred bytes each): more VMs whose counts grow
-// at once (a fleet's clients all at a flagged api-version) take turns,
+// at once (a fleet's clients all at the preview api-version) take turns,
 // each saved every (VMs ÷ maxCountSaves) looks, so that a misbehaving
 // fleet does not keep the store writing.
 const maxCountSaves = 1024
@@ -81,6 +81,17 @@ func (e *Engine) NoteClients() {
 	}
 }
 
+// Unsaved reports whether what the client report's findings depend on
+// is not all in the store yet: sightings noted and not yet written, or
+// client records due (NoteClients) that the engine has not yet looked
+// for and written. A crash loses nothing of it once Unsaved is false.
+func (e *Engine) Unsaved() bool {
+	e.noted.mu.Lock()
+	sightings := len(e.noted.m) > 0 || e.noted.writing
+	e.noted.mu.Unlock()
+	return sightings || e.clientsDue.Load() || e.clientsLook.Load()
+}
+
 // dueClients returns the names of the VMs whose client records the
 // history has due, and reports whether more are due.
 func (e *Engine) dueClients() (names []string, more bool) {
@@ -128,6 +139,8 @@ func clientRecord(hist map[string][]byte, name string, m *member) (b []byte, fro
 type sightings struct {
 	mu sync.Mutex
 	m  map[string]*forewarn.Sighting
+	// writing reports that saveSightings is writing those it took.
+	writing bool
 }
 
 // NoteSighting notes what a server saw of event id's readers, s, for the
@@ -184,10 +197,16 @@ func (e *Engine) saveSightings() {
 	e.noted.mu.Lock()
 	noted := e.noted.m
 	e.noted.m = nil
+	e.noted.writing = len(noted) > 0
 	e.noted.mu.Unlock()
 	if len(noted) == 0 {
 		return
 	}
+	defer func() {
+		e.noted.mu.Lock()
+		e.noted.writing = false
+		e.noted.mu.Unlock()
+	}()
 	err := e.retry(context.Background(), func(ctx context.Context) error {
 		e.mu.Lock()
 		defer e.mu.Unlock()

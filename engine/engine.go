@@ -194,6 +194,9 @@ type Engine struct {
 	// clientsDue reports that the history has client records due
 	// (NoteClients): persistLoop looks for them.
 	clientsDue atomic.Bool
+	// clientsLook reports that persistLoop will look for the client
+	// records due, or is saving what it found (see Unsaved).
+	clientsLook atomic.Bool
 
 	// setOverrides holds the scale set settings changed at run time;
 	// guarded by mu.

@@ -426,8 +426,15 @@ func (e *Engine) persistLoop() {
 				e.clientsDue.Store(true)
 			}
 		}
-		if due == nil && e.clientsDue.Swap(false) {
-			due = time.After(clientSavePeriod)
+		if due == nil {
+			// clientsLook is set before clientsDue is taken, so that
+			// Unsaved never misses a record noted due.
+			e.clientsLook.Store(true)
+			if e.clientsDue.Swap(false) {
+				due = time.After(clientSavePeriod)
+			} else {
+				e.clientsLook.Store(false)
+			}
 		}
 	}
 }

@@ -179,46 +179,8 @@ func (h *History) intern(s string, refused bool) uint16 {
 	}
 	id := uint16(len(nt.strs) - 1)
 	nt.ids[s] = id
-	nt.flagged = h.flags(nt.strs)
 	h.strs.Store(nt)
 	return id
-}
-
-// FlagVersions tells h which api-versions' requests count in a finding
-// of the report (flag reports it of a version): a VM's requests at one
-// of them are saved soon, as a finding's count (persist.go), where
-// requests at others are saved hourly. Call it before requests are
-// recorded. It does nothing when h is nil.
-func (h *History) FlagVersions(flag func(version string) bool) {
-	if h == nil {
-		return
-	}
-	h.strsMu.Lock()
-	defer h.strsMu.Unlock()
-	h.flag = flag
-	t := *h.strs.Load()
-	t.flagged = h.flags(t.strs)
-	h.strs.Store(&t)
-}
-
-// flags returns, by id, whether FlagVersions flags each of strs, or nil
-// when it flags none. h.strsMu is held.
-func (h *History) flags(strs []string) []bool {
-	if h.flag == nil {
-		return nil
-	}
-	out := make([]bool, len(strs))
-	for i, s := range strs[2:] { // not "" and "(other)"
-		out[i+2] = h.flag(s)
-	}
-	return out
-}
-
-// flagged reports whether requests at the api-version of table id count
-// in a finding.
-func (h *History) flagged(id uint16) bool {
-	f := h.strs.Load().flagged
-	return int(id) < len(f) && f[id]
 }
 
 // printable returns s as the operator may be shown it, in the audit
@@ -276,10 +238,12 @@ type Writer struct {
 
 // Writer flags, noted by handlers.
 const (
-	flagNoHeader  uint8 = 1 << iota
-	flagHeld            // a maintenance-event long-poll is held; Done releases it
-	flagMaintPoll       // a maintenance-event long-poll
-	flagNoETag          // a wait_for_change request without last_etag
+	flagNoHeader    uint8 = 1 << iota
+	flagHeld              // a maintenance-event long-poll is held; Done releases it
+	flagMaintPoll         // a maintenance-event long-poll
+	flagNoETag            // a wait_for_change request without last_etag
+	flagCounted           // at an api-version that counts in a finding
+	flagFirstNoETag       // the VM's first wait_for_change without last_etag
 )
 
 // WriteHeader notes the first status code and passes it on.
@@ -437,7 +401,7 @@ func (h *History) done(hw *Writer, took time.Duration, api API, method, path, ve
 		rg.slots[rg.n%uint64(len(rg.slots))] = s
 		rg.n++
 	}
-	h.noteClient(rg, rg.st.add(hw, api, code, start, end, s.version, h.flagged(s.version), path))
+	h.noteClient(rg, rg.st.add(hw, api, code, start, end, s.version, path))
 	rg.mu.Unlock()
 	if hw.flags&flagHeld != 0 {
 		rg.held.Add(-1)

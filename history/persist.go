@@ -16,10 +16,12 @@ import (
 // its client record, which the engine saves with the VM's record. A
 // record is due for saving when it changed in a way a finding depends
 // on: the VM read an event that appeared since its last read, or counted
-// a slow gap or a read after a start (dueRead, once per VM and event),
-// or a finding's count grew (dueCount: a request refused, throttled, at
-// a flagged api-version, a long-poll without last_etag, an approval of
-// another VM's Terminate or after a NotBefore). The engine asks Due for
+// a slow gap or a read after a start, or a finding's count went from 0
+// (dueRead, once per VM and event or finding), or a finding's count grew
+// (dueCount: a request refused, throttled, at
+// an api-version that counts in a finding for its VM (NoteCountedVersion),
+// a long-poll without last_etag, an approval of another VM's Terminate
+// or after a NotBefore). The engine asks Due for
 // them about once a second and saves them in a few commits, so that a
 // crash loses none that is older than that; its other changes (requests
 // made, first and last call, gaps that are no finding) are saved with
@@ -195,7 +197,7 @@ func (h *History) ClientRecord(name string) []byte {
 	if !ok || rg == nil || !rg.lock(g) {
 		return nil
 	}
-	rg.st.dirty, rg.st.due = false, 0
+	rg.st.dirty, rg.st.due, rg.st.taken = false, 0, rg.st.due
 	st := rg.st
 	rg.mu.Unlock()
 	t := h.strs.Load()
@@ -240,10 +242,15 @@ func (h *History) Unsaved() []string {
 
 // NotSaved notes that the client record ClientRecord last returned of
 // the VM named name was not written: Unsaved returns the VM again, and
-// Due, as a count, at its next turn.
+// Due as it was due before (a read at the next look), or as a count at
+// its next turn when it was not due.
 func (h *History) NotSaved(name string) {
 	if rg, g, ok := h.ring(name); ok && rg != nil && rg.lock(g) {
-		h.noteClient(rg, dueCount)
+		due := rg.st.taken
+		if due == 0 {
+			due = dueCount
+		}
+		h.noteClient(rg, due)
 		rg.mu.Unlock()
 	}
 }

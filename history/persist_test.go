@@ -287,14 +287,12 @@ func TestKeptAcrossCrash(t *testing.T) {
 	})
 }
 
-// flaggedServer starts a server of n Azure VMs on a crashStore, whose
-// history flags api-versions as the Azure server does.
+// flaggedServer starts a server of n Azure VMs on a crashStore.
 func flaggedServer(t *testing.T, n int) (*crashStore, *engine.Engine, *history.History, []string) {
 	t.Helper()
 	fleet, names := azureFleet(n)
 	store := &crashStore{Store: mem.New()}
 	e, h := serverOnFleet(t, store, fleet)
-	h.FlagVersions(azure.FlaggedVersion)
 	return store, e, h, names
 }
 
@@ -335,34 +333,77 @@ func TestReadSavedOnce(t *testing.T) {
 // TestCountsSavedInTurns: a fleet whose every client counts in a finding
 // at each request (all at the preview api-version) has its records
 // saved in turns, at most 1,024 at a look, a look a second (the
-// engine's maxCountSaves and clientSavePeriod): while 2,500 VMs poll,
-// each one's at the third look at the latest, about 3 s after the first
-// request, plus the writes' time.
+// engine's maxCountSaves and clientSavePeriod), once each VM's first
+// request at it, a new finding, was saved at the first look: while 2,500
+// VMs poll, each one's growth at the third look after at the latest,
+// about 3 s, plus the writes' time.
 func TestCountsSavedInTurns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const n = 2500
 		store, _, h, names := flaggedServer(t, n)
+		poll := func() { pollPreview(h, names) }
+		poll()
+		time.Sleep(1500 * time.Millisecond)
+		first, looks := store.counts()
+		if len(first) != n || len(looks) != 1 {
+			t.Fatalf("new findings: %d records written at %d looks, want %d at 1", len(first), len(looks), n)
+		}
 		t0 := time.Now()
 		for range 3 {
-			for _, name := range names {
-				call(h, name, history.Azure, azure.PreviewVersion, http.StatusOK, 0, nil)
-			}
+			poll()
 			time.Sleep(time.Second)
 		}
 		time.Sleep(100 * time.Millisecond)
 		saves, looks := store.counts()
 		for _, name := range names {
-			if saves[name] == 0 {
-				t.Errorf("%s's record not written within 3.1 s", name)
+			if saves[name] == first[name] {
+				t.Errorf("%s's record not written again within 3.1 s", name)
 				break
 			}
 		}
-		if len(looks) != 3 {
-			t.Errorf("records written at %d looks, want 3: %v", len(looks), looks)
+		if len(looks) != 4 {
+			t.Errorf("records written at %d looks, want 4: %v", len(looks), looks)
 		}
 		for at, k := range looks {
-			if k > 1024 {
+			if k > 1024 && at.After(t0) {
 				t.Errorf("%d records written at %v, over 1,024", k, at.Sub(t0))
+			}
+		}
+	})
+}
+
+// pollPreview has each VM of names make a request at the preview
+// api-version, which counts in a finding.
+func pollPreview(h *history.History, names []string) {
+	for _, name := range names {
+		call(h, name, history.Azure, azure.PreviewVersion, http.StatusOK, 0, history.NoteCountedVersion)
+	}
+}
+
+// TestNewFindingSavedAtNextLook: a VM's first count of a finding is
+// saved at the engine's next look, however many VMs' counts wait their
+// turn: 2,500 VMs poll at the preview, and 10 of them are throttled for
+// the first time; each one's record is written at the look that follows.
+func TestNewFindingSavedAtNextLook(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n = 2500
+		store, _, h, names := flaggedServer(t, n)
+		poll := func() { pollPreview(h, names) }
+		poll()
+		time.Sleep(1500 * time.Millisecond) // the first look, at 1 s: every VM's new finding
+		poll()                              // their counts: the next look at 2.5 s
+		time.Sleep(500 * time.Millisecond)
+		var throttled []string
+		for i := 0; i < n; i += n / 10 {
+			throttled = append(throttled, names[i])
+			call(h, names[i], history.Azure, "2020-07-01", http.StatusTooManyRequests, 0, nil)
+		}
+		before, _ := store.counts()
+		time.Sleep(time.Second) // the look at 2.5 s
+		after, _ := store.counts()
+		for _, name := range throttled {
+			if after[name] == before[name] {
+				t.Errorf("%s's first throttled request not written at the next look", name)
 			}
 		}
 	})
@@ -410,7 +451,6 @@ func reportAcrossRestart(t *testing.T, crash bool) {
 	fleet := forewarntest.Fleet(t, reportFleet)
 	store := &crashStore{Store: mem.New()}
 	e1, h1 := serverOnFleet(t, store, fleet)
-	h1.FlagVersions(azure.FlaggedVersion)
 	for _, vm := range []string{"web", "ss_0", "ss_1", "late"} {
 		e1.NoteRequest(vm) // their scheduled events enabled; quiet's not: its Reboot starts at once
 		get(h1, vm)
@@ -437,11 +477,11 @@ func reportAcrossRestart(t *testing.T, crash bool) {
 		call(h1, "web", history.Azure, "", http.StatusBadRequest, 0, history.NoteNoHeader)
 	}
 	for range 2 {
-		call(h1, "web", history.Azure, azure.PreviewVersion, http.StatusOK, 0, nil)
+		call(h1, "web", history.Azure, azure.PreviewVersion, http.StatusOK, 0, history.NoteCountedVersion)
 	}
 	// ss_1 reads ss_0's Terminate at 2017-08-01, which hides it, then at
 	// 2020-07-01, and approves it: another VM's.
-	call(h1, "ss_1", history.Azure, "2017-08-01", http.StatusOK, 0, nil)
+	call(h1, "ss_1", history.Azure, "2017-08-01", http.StatusOK, 0, history.NoteCountedVersion)
 	get(h1, "ss_1", refOf(t, e1, term))
 	approve(t, e1, h1, "ss_1", term, true, false)
 	// g makes a maintenance-event long-poll without last_etag.
@@ -528,4 +568,41 @@ func wantReport(t *testing.T, when string, rep *report.Report, want map[string]m
 			t.Errorf("%s, event %s (%s): seen by %q, want %q", when, e.ID, e.Type, e.SeenBy, seenBy[e.ID])
 		}
 	}
+}
+
+// TestUnsaved: the engine reports unsaved what the report needs from a
+// request that makes a VM's record due until the look that writes it
+// has written it, and nothing once it has; a failed write keeps it
+// unsaved.
+func TestUnsaved(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &flakyStore{Store: mem.New()}
+		e, h := serverOn(t, store)
+		if e.Unsaved() {
+			t.Fatal("unsaved before any request")
+		}
+		call(h, "a", history.Azure, "", http.StatusBadRequest, 0, history.NoteNoHeader)
+		if !e.Unsaved() {
+			t.Fatal("a request without the header: not unsaved")
+		}
+		time.Sleep(500 * time.Millisecond)
+		if !e.Unsaved() {
+			t.Error("unsaved no longer half a second after, before the engine looked")
+		}
+		store.down.Store(true)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if !e.Unsaved() {
+			t.Error("not unsaved after a failed write")
+		}
+		store.down.Store(false)
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		if e.Unsaved() {
+			t.Error("still unsaved once written")
+		}
+		if e.ClientRecord("a") == nil {
+			t.Error("no record of a in the store")
+		}
+	})
 }

@@ -107,9 +107,6 @@ type History struct {
 	// keeper keeps the records across restarts; nil for none (persist.go).
 	keeper *keeper
 
-	// flag, when set, tells which strings are api-versions whose requests
-	// count in a finding (FlagVersions); guarded by strsMu.
-	flag func(string) bool
 	// due reports that a VM's record may be due for saving since Due last
 	// looked; turn is where in the VMs Due takes counts from next.
 	due  atomic.Bool
@@ -119,9 +116,6 @@ type History struct {
 type table struct {
 	ids  map[string]uint16
 	strs []string
-	// flagged holds, by id, whether requests at the string as an
-	// api-version count in a finding; nil when nothing is flagged.
-	flagged []bool
 }
 
 // New returns a History that keeps the newest size requests of each VM

@@ -49,9 +49,11 @@ type stats struct {
 	// the 352-byte size class.
 	versionIDs [maxVersions]uint16
 	// dirty reports that the accumulators changed since their record was
-	// last saved, and due what of it is to be saved soon (persist.go).
+	// last saved, due what of it is to be saved soon (persist.go), and
+	// taken the due bits ClientRecord last cleared, which NotSaved
+	// restores.
 	dirty                 bool
-	due                   uint8
+	due, taken            uint8
 	requests              uint64
 	first, last           int64 // starts of the first and the latest request
 	maxGap, maxGapEnd     int64
@@ -129,11 +131,11 @@ func (hw *Writer) notice(r *Ref, m *Mark) {
 }
 
 // add counts one request of the VM that hw answered, begun at start and
-// ended at end, at the api-version of table id version (flagged when
-// requests at it count in a finding), and returns what makes the VM's
+// ended at end, at the api-version of table id version, and returns what makes the VM's
 // record due for saving (persist.go): dueRead when the VM read an event
-// that appeared since its last read, or counted a slow gap or a read
-// after a start; dueCount when another finding's count grew.
+// that appeared since its last read, counted a slow gap or a read after
+// a start, or a finding's count went from 0 (a new finding); dueCount
+// when another finding's count grew.
 //
 // The gap before it counts as pending for its longest part during which
 // an event the VM could see was Scheduled: from the event's appearance,
@@ -142,7 +144,7 @@ func (hw *Writer) notice(r *Ref, m *Mark) {
 // Started one with its start) and those the VM last read Scheduled
 // (st.watch, until their NotBefore), so the gap counts whatever this
 // request reads: the event Started, or nothing once it has ended.
-func (st *stats) add(hw *Writer, api API, code int, start, end int64, version uint16, flagged bool, path string) (due uint8) {
+func (st *stats) add(hw *Writer, api API, code int, start, end int64, version uint16, path string) (due uint8) {
 	findings := st.slow + st.readLate
 	st.api = api
 	st.requests++
@@ -192,29 +194,35 @@ func (st *stats) add(hw *Writer, api API, code int, start, end int64, version ui
 		// down with the event it let start.
 		st.watch = watch{}
 	}
-	counted := false
+	// counted reports that a finding's count grew, and first that one
+	// was 0 before: a new finding, saved as soon as a read.
+	counted, first := false, hw.flags&flagFirstNoETag != 0
 	if code == http.StatusTooManyRequests {
 		st.throttled++
-		counted = true
+		counted, first = true, first || st.throttled == 1
 	}
 	if hw.flags&flagNoHeader != 0 {
 		st.noHeader++
-		counted = true
+		counted, first = true, first || st.noHeader == 1
 	}
 	if api == Azure && version != 0 && path == eventsPath {
-		counted = st.addVersion(version) && flagged || counted
+		if n := st.addVersion(version); n > 0 && hw.flags&flagCounted != 0 {
+			counted, first = true, first || n == 1
+		}
 	}
 	if hw.foreign > 0 {
+		first = first || st.foreign == 0
 		st.foreign += uint64(hw.foreign)
 		st.lastForeign = hw.lastForeign
 		counted = true
 	}
 	if hw.late > 0 {
+		first = first || st.late == 0
 		st.late += uint64(hw.late)
 		st.lastLate = hw.lastLate
 		counted = true
 	}
-	if st.slow+st.readLate != findings {
+	if st.slow+st.readLate != findings || first {
 		due |= dueRead
 	}
 	if counted || hw.flags&flagNoETag != 0 {
@@ -224,18 +232,18 @@ func (st *stats) add(hw *Writer, api API, code int, start, end int64, version ui
 }
 
 // addVersion counts a request at the api-version of table id, and
-// reports whether it counts it as one of the VM's api-versions (not
-// among the others).
-func (st *stats) addVersion(id uint16) bool {
+// returns the VM's requests at it now, or 0 when it counts it among the
+// others (not one of the VM's api-versions).
+func (st *stats) addVersion(id uint16) uint64 {
 	for i, v := range st.versionIDs {
 		if v == id || v == 0 {
 			st.versionIDs[i] = id
 			st.versions[i]++
-			return true
+			return st.versions[i]
 		}
 	}
 	st.otherVersions++
-	return false
+	return 0
 }
 
 // NoteNoHeader notes, on the request answered through w, that it was
@@ -245,6 +253,17 @@ func (st *stats) addVersion(id uint16) bool {
 func NoteNoHeader(w http.ResponseWriter) {
 	if hw := find(w); hw != nil {
 		hw.flags |= flagNoHeader
+	}
+}
+
+// NoteCountedVersion notes, on the request answered through w, that its
+// api-version counts in a finding of the client report for its VM
+// (azure.CountedVersion): the VM's record is then due for saving soon
+// (persist.go), where requests at other versions are saved hourly. It
+// does nothing when w is not recorded.
+func NoteCountedVersion(w http.ResponseWriter) {
+	if hw := find(w); hw != nil {
+		hw.flags |= flagCounted
 	}
 }
 
@@ -260,7 +279,9 @@ func NoteLongPoll(w http.ResponseWriter, maint, withETag bool) {
 			hw.ring.maintPolls.Add(1)
 		}
 		if !withETag {
-			hw.ring.noETag.Add(1)
+			if hw.ring.noETag.Add(1) == 1 {
+				hw.flags |= flagFirstNoETag // a new finding
+			}
 			hw.flags |= flagNoETag
 		}
 	}

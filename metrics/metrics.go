@@ -135,7 +135,15 @@ func (m *Metrics) Watch(eng *engine.Engine) {
 	m.reg.MustRegister(&eventsCollector{eng: eng}, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "forewarn_vms_enabled",
 		Help: "Fleet VMs whose scheduled events are enabled: a VM of their service called within the disable window.",
-	}, func() float64 { return float64(eng.EnabledVMs()) }))
+	}, func() float64 { return float64(eng.EnabledVMs()) }), prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "forewarn_client_report_unsaved",
+		Help: "1 while what the client report's findings depend on (who read the events, VMs' counts due) is not all in the store yet, else 0.",
+	}, func() float64 {
+		if eng.Unsaved() {
+			return 1
+		}
+		return 0
+	}))
 }
 
 // eventsDesc describes the events gauge.

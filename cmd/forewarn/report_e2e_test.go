@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"io"
 	"maps"
 	"net/http"
 	"os"
@@ -365,10 +366,32 @@ func wantSameFindings(t *testing.T, before, after *report.Report) {
 	}
 }
 
-// reportSaved is how long the server may take to save what the report
-// needs of a request, so that a crash loses none of it: within a second,
-// as the README says, and half a second for a slow machine.
-const reportSaved = 1500 * time.Millisecond
+// waitReportSaved waits, up to 10 s (a slow machine: the README says
+// about a second), until s has saved what the report needs of the
+// requests made, so that a crash loses none of it: until its metric
+// forewarn_client_report_unsaved is 0.
+func waitReportSaved(t *testing.T, s *server) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := http.Get("http://" + s.adm + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains("\n"+string(b), "\nforewarn_client_report_unsaved 0\n") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the report's records still unsaved after 10 s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
 
 // reportCrashFleet is reportFleet at addresses of the crash tests' own.
 var reportCrashFleet = strings.ReplaceAll(reportFleet, "127.0.0.", "127.99.0.")
@@ -515,7 +538,7 @@ func seenAt(rep *report.Report) map[string]time.Time {
 }
 
 // TestReportCrash: the report's findings survive a crash (SIGKILL) once
-// the server has had the time it takes to save them (reportSaved), and a
+// the server has saved them (waitReportSaved), and a
 // graceful restart after it, exactly: counts of each VM's findings, the
 // first reader of each event and when, events read within a second of
 // their creation that then ended (never-seen if their readers were
@@ -533,7 +556,7 @@ func TestReportCrash(t *testing.T) {
 	before := reportJSON(t, s)
 	wantFindings(t, "before the crash", before, p.want, p.seenBy, nil)
 
-	time.Sleep(reportSaved)
+	waitReportSaved(t, s)
 	s.cmd.Process.Kill()
 	s.cmd.Wait()
 	time.Sleep(time.Until(p.notBefore) + 500*time.Millisecond)
@@ -547,7 +570,7 @@ func TestReportCrash(t *testing.T) {
 }
 
 // TestReportOnReplicas: two replicas share one store on etcd; the VMs
-// call A alone, and A crashes (SIGKILL) once it has had the time to save
+// call A alone, and A crashes (SIGKILL) once it has saved
 // what the report needs: B's report has A's findings and first readers
 // exactly, and carry_0's read of its Reboot's notice from A counts on B
 // (no read after the start). B ran while carry_0 said nothing through
@@ -562,7 +585,7 @@ func TestReportOnReplicas(t *testing.T) {
 	before := reportJSON(t, a.s(t))
 	wantFindings(t, "A's report", before, p.want, p.seenBy, nil)
 
-	time.Sleep(reportSaved)
+	waitReportSaved(t, a.s(t))
 	a.kill()
 	time.Sleep(time.Until(p.notBefore) + 500*time.Millisecond)
 	p.readStarted(t, b.s(t))
