@@ -111,9 +111,7 @@ func route(p string) int {
 
 // SetHistory records each VM's requests in h; nil records nothing.
 // Call it before serving.
-func (s *Server) SetHistory(h *history.History) {
-	s.history = h
-}
+func (s *Server) SetHistory(h *history.History) { s.history = h }
 
 // SetMetrics records the server's requests in m, as API "azure"; nil
 // records nothing. Call it before serving.

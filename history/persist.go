@@ -2,7 +2,6 @@ package history
 
 import (
 	"encoding/json"
-	"slices"
 	"time"
 
 	"github.com/forewarn/forewarn"
@@ -257,48 +256,46 @@ func (h *History) NotSaved(name string) {
 
 // Due returns the names of the VMs whose client records are due for
 // saving (see dueRead and dueCount): every one due for a read, and at
-// most max due for a count only, taken in turn from where the last call
-// left off, so that each VM's turn comes; and reports whether more are
-// due. The engine calls it from one goroutine.
+// most max due for a count only, in the order they became due, those
+// left over keeping their place; and reports whether more are due. Its
+// cost follows the VMs due, not the fleet. The engine calls it from one
+// goroutine.
 func (h *History) Due(max int) (names []string, more bool) {
-	if !h.due.Swap(false) {
-		return nil, false
-	}
-	type counted struct {
-		name string
-		at   int
-	}
-	var counts []counted
-	at := 0
-	h.rings.Range(func(name string, c *cell) bool {
-		at++
-		m := c.m.Load()
-		if m == nil || m == left || !m.r.lock(m.gen) {
-			return true
+	h.dueMu.Lock()
+	queue := h.queue
+	h.queue = nil
+	h.dueMu.Unlock()
+	var counts, rest []string
+	for _, name := range queue {
+		rg, g, ok := h.ring(name)
+		if !ok || rg == nil || !rg.lock(g) {
+			continue // left the inventory
 		}
-		due := m.r.st.due
-		m.r.mu.Unlock()
+		st := &rg.st
 		switch {
-		case due&dueRead != 0:
+		case !st.queued:
+			// Queued again after leaving and rejoining the inventory:
+			// taken at its other place in the queue.
+		case st.due&dueRead != 0:
 			names = append(names, name)
-		case due&dueCount != 0:
-			counts = append(counts, counted{name, at})
+			st.queued = false
+		case st.due&dueCount != 0 && len(counts) < max:
+			counts = append(counts, name)
+			st.queued = false
+		case st.due&dueCount != 0:
+			rest = append(rest, name) // stays queued
+		default:
+			st.queued = false // saved since it was queued (hourly, say)
 		}
-		return true
-	})
-	if len(counts) > max {
-		// From the first VM after the last one taken, around.
-		turn := int(h.turn.Load())
-		i, _ := slices.BinarySearchFunc(counts, turn, func(c counted, at int) int { return c.at - at })
-		counts = slices.Concat(counts[i:], counts[:i])[:max]
-		h.turn.Store(int64(counts[max-1].at + 1))
-		h.due.Store(true)
+		rg.mu.Unlock()
+	}
+	if len(rest) > 0 {
+		h.dueMu.Lock()
+		h.queue = append(rest, h.queue...)
+		h.dueMu.Unlock()
 		more = true
 	}
-	for _, c := range counts {
-		names = append(names, c.name)
-	}
-	return names, more
+	return append(names, counts...), more
 }
 
 // restore starts r, the new ring of the VM named name, from the VM's
@@ -347,8 +344,9 @@ func (h *History) restore(r *ring, name string) {
 
 // noteClient notes that r's Stats changed, and what of it makes its
 // record due for saving (0 for nothing: the change is saved with the
-// VM's next LastSeen, within the hour, or when the engine closes). The
-// first record due since Due last looked tells the keeper, once. r.mu is
+// VM's next LastSeen, within the hour, or when the engine closes). A
+// record that becomes due joins the queue Due takes from, unless it is
+// in it; the first to join an empty queue tells the keeper. r.mu is
 // held.
 func (h *History) noteClient(r *ring, due uint8) {
 	if h.keeper == nil {
@@ -359,7 +357,15 @@ func (h *History) noteClient(r *ring, due uint8) {
 		return
 	}
 	r.st.due |= due
-	if !h.due.Load() && h.due.CompareAndSwap(false, true) {
+	if r.st.queued {
+		return
+	}
+	r.st.queued = true
+	h.dueMu.Lock()
+	first := len(h.queue) == 0
+	h.queue = append(h.queue, r.name)
+	h.dueMu.Unlock()
+	if first {
 		h.keeper.eng.NoteClients()
 	}
 }

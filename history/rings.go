@@ -107,10 +107,12 @@ type History struct {
 	// keeper keeps the records across restarts; nil for none (persist.go).
 	keeper *keeper
 
-	// due reports that a VM's record may be due for saving since Due last
-	// looked; turn is where in the VMs Due takes counts from next.
-	due  atomic.Bool
-	turn atomic.Int64
+	// queue holds the names of the VMs whose records are due for saving,
+	// in the order they became due (persist.go), each once while its
+	// stats.queued is set; guarded by dueMu, which is taken under a
+	// ring's lock, never the other way.
+	dueMu sync.Mutex
+	queue []string
 }
 
 type table struct {

@@ -49,10 +49,10 @@ type stats struct {
 	// the 352-byte size class.
 	versionIDs [maxVersions]uint16
 	// dirty reports that the accumulators changed since their record was
-	// last saved, due what of it is to be saved soon (persist.go), and
-	// taken the due bits ClientRecord last cleared, which NotSaved
-	// restores.
-	dirty                 bool
+	// last saved, due what of it is to be saved soon (persist.go), taken
+	// the due bits ClientRecord last cleared, which NotSaved restores, and
+	// queued that the VM is in the History's queue of records due.
+	dirty, queued         bool
 	due, taken            uint8
 	requests              uint64
 	first, last           int64 // starts of the first and the latest request
